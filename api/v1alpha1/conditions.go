@@ -1,0 +1,72 @@
+package v1alpha1
+
+// Condition types shared by banlieue's objects.
+const (
+	// ReadyCondition is true when an object is fully usable: a VM running as asked, a
+	// Provider accepting machines, an infrastructure machine provisioned.
+	ReadyCondition = "Ready"
+
+	// VirtualMachineScheduledCondition is true when the VM has a valid placement.
+	VirtualMachineScheduledCondition = "Scheduled"
+
+	// VirtualMachineInfrastructureReadyCondition mirrors the infrastructure machine's Ready condition.
+	VirtualMachineInfrastructureReadyCondition = "InfrastructureReady"
+
+	// VirtualMachinePlacementValidCondition is false when the VM's current placement no
+	// longer satisfies its spec and it has not (yet) moved.
+	VirtualMachinePlacementValidCondition = "PlacementValid"
+
+	// ProviderBackendReachableCondition is true when the provider controller can reach the backend.
+	ProviderBackendReachableCondition = "BackendReachable"
+
+	// ProviderCredentialsValidCondition is true when the backend accepted the credentials.
+	ProviderCredentialsValidCondition = "CredentialsValid"
+)
+
+// Condition reasons set by the core controller.
+const (
+	// VirtualMachineScheduledReason: a placement was found and is in force.
+	VirtualMachineScheduledReason = "Scheduled"
+
+	// VirtualMachineNoCandidateReason: no Provider and failure domain satisfy the VM; the
+	// message names every Provider and why it was rejected.
+	VirtualMachineNoCandidateReason = "NoCandidate"
+
+	// VirtualMachineClassNotFoundReason: the VMClass in classRef does not exist.
+	VirtualMachineClassNotFoundReason = "ClassNotFound"
+
+	// VirtualMachineImageNotFoundReason: the VMImage in imageRef does not exist.
+	VirtualMachineImageNotFoundReason = "ImageNotFound"
+
+	// VirtualMachinePausedReason: the VM, or its Provider, is paused.
+	VirtualMachinePausedReason = "Paused"
+
+	// VirtualMachinePlacementValidReason: the current placement still satisfies the spec.
+	VirtualMachinePlacementValidReason = "Valid"
+
+	// VirtualMachinePlacementInvalidReason: the current placement no longer satisfies the
+	// spec and migrationPolicy is never.
+	VirtualMachinePlacementInvalidReason = "PlacementInvalid"
+
+	// VirtualMachineWaitingForMigrateApprovalReason: the placement is no longer valid and
+	// migrationPolicy manual waits for the banlieue.io/migrate annotation.
+	VirtualMachineWaitingForMigrateApprovalReason = "WaitingForMigrateApproval"
+
+	// VirtualMachineMigratingReason: the old machine is being deleted before the VM moves.
+	VirtualMachineMigratingReason = "Migrating"
+
+	// VirtualMachineMachineNotFoundReason: the infrastructure machine does not exist yet.
+	VirtualMachineMachineNotFoundReason = "MachineNotFound"
+
+	// VirtualMachineMachineNotReadyReason: the machine exists and reports no Ready condition yet.
+	VirtualMachineMachineNotReadyReason = "MachineNotReady"
+
+	// VirtualMachinePowerStateMismatchReason: the machine is ready but not yet in the asked-for power state.
+	VirtualMachinePowerStateMismatchReason = "PowerStateMismatch"
+
+	// VirtualMachineRunningReason: the VM is provisioned and in the asked-for power state.
+	VirtualMachineRunningReason = "Running"
+
+	// VirtualMachineDeletingReason: the VM is being deleted and waits for its machine to go.
+	VirtualMachineDeletingReason = "Deleting"
+)

@@ -1,0 +1,252 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ProviderSpec is one backend instance: a vCenter, a libvirt host or a Proxmox VE cluster.
+type ProviderSpec struct {
+	// providerClassRef names the provider class (vsphere, libvirt, proxmox or a third
+	// party's) whose provider controller claims this Provider.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="providerClassRef is immutable; create a new Provider for another backend"
+	ProviderClassRef LocalObjectReference `json:"providerClassRef"`
+
+	// connection says how the provider controller reaches the backend.
+	// +required
+	Connection Connection `json:"connection"`
+
+	// capabilities declare the storage and network classes this backend offers and how
+	// each maps onto backend objects, plus the features it has.
+	// +optional
+	Capabilities Capabilities `json:"capabilities,omitempty,omitzero"`
+
+	// parameters are backend defaults such as datacenter, folder, storage pool or node,
+	// interpreted by the provider controller.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Parameters map[string]string `json:"parameters,omitempty"`
+
+	// namespaceSelector limits the namespaces whose VMs may be placed here; all when unset.
+	// +optional
+	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// paused stops both the core controller from placing new VMs here and the provider
+	// controller from acting on this Provider's machines.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// Connection is how a provider controller reaches its backend.
+type Connection struct {
+	// endpoint is the backend's address: a vCenter URL, a libvirt URI or a Proxmox API URL.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Endpoint string `json:"endpoint"`
+
+	// credentialsRef names the Secret, in the Provider's namespace, holding the credentials;
+	// its keys depend on the provider class.
+	// +optional
+	CredentialsRef *LocalObjectReference `json:"credentialsRef,omitempty"`
+
+	// insecureSkipTLSVerify turns off verification of the backend's certificate. Use it
+	// only for test backends.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+
+	// caBundle is the PEM bundle that the backend's certificate is verified against.
+	// +optional
+	CABundle *CABundle `json:"caBundle,omitempty"`
+}
+
+// CABundle is a PEM certificate bundle given in exactly one way.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.inline), has(self.configMapRef), has(self.secretRef)].filter(x, x).size() == 1",message="caBundle must set exactly one of inline, configMapRef or secretRef"
+type CABundle struct {
+	// inline is the PEM bundle itself.
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
+	Inline string `json:"inline,omitempty"`
+
+	// configMapRef names a ConfigMap key, in the Provider's namespace, holding the bundle.
+	// +optional
+	ConfigMapRef *KeyReference `json:"configMapRef,omitempty"`
+
+	// secretRef names a Secret key, in the Provider's namespace, holding the bundle.
+	// +optional
+	SecretRef *KeyReference `json:"secretRef,omitempty"`
+}
+
+// Capabilities are what a backend offers to VMs.
+type Capabilities struct {
+	// storageClasses map the storage classes VM classes ask for onto backend storage.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.filter(d, d.name == c.name).size() == 1)",message="storage class names must be unique"
+	// +listType=atomic
+	StorageClasses []ClassMapping `json:"storageClasses,omitempty"`
+
+	// networkClasses map the network classes VM classes ask for onto backend networks.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.filter(d, d.name == c.name).size() == 1)",message="network class names must be unique"
+	// +listType=atomic
+	NetworkClasses []ClassMapping `json:"networkClasses,omitempty"`
+
+	// features are what the backend supports, e.g. efiSecureBoot or nestedVirtualization.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	Features []string `json:"features,omitempty"`
+}
+
+// ClassMapping maps a backend-neutral class name onto backend objects.
+type ClassMapping struct {
+	// name is the class name VM classes use, e.g. fast-ssd or prod-net.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// target is the backend's objects for the class, e.g. {datastore: ds-ssd-01}; it is
+	// copied to each infrastructure machine so a provider never reads VM classes.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Target map[string]string `json:"target,omitempty"`
+}
+
+// MachineKind is the infrastructure machine kind that core creates for a Provider.
+type MachineKind struct {
+	// apiGroup is the kind's API group, e.g. infrastructure.banlieue.io.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	APIGroup string `json:"apiGroup"`
+
+	// version is the kind's API version, e.g. v1alpha1.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Version string `json:"version"`
+
+	// kind is the kind, e.g. VSphereMachine.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+}
+
+// FailureDomain is a part of a backend that fails independently: a compute cluster, a
+// host, a Proxmox node.
+type FailureDomain struct {
+	// name identifies the failure domain within its Provider.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+
+	// labels are matched by VMs' placement.failureDomainSelector and anti-affinity topology keys.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// attributes say what is available in this failure domain.
+	// +optional
+	Attributes FailureDomainAttributes `json:"attributes,omitempty,omitzero"`
+}
+
+// FailureDomainAttributes say what a failure domain offers. A nil list means the provider
+// does not report it, and placement then trusts the Provider's capabilities.
+type FailureDomainAttributes struct {
+	// availableStorageClasses are the storage classes whose targets exist here.
+	// +optional
+	// +listType=set
+	AvailableStorageClasses []string `json:"availableStorageClasses,omitempty"`
+
+	// availableNetworkClasses are the network classes whose targets exist here.
+	// +optional
+	// +listType=set
+	AvailableNetworkClasses []string `json:"availableNetworkClasses,omitempty"`
+
+	// features are the features available here.
+	// +optional
+	// +listType=set
+	Features []string `json:"features,omitempty"`
+
+	// raw holds backend-specific facts, e.g. datacenter and cluster paths.
+	// +optional
+	Raw map[string]string `json:"raw,omitempty"`
+}
+
+// ProviderStatus is written only by the provider controller that claims the Provider's class.
+type ProviderStatus struct {
+	// machineKind is the infrastructure machine kind that core creates for VMs placed here.
+	// +optional
+	MachineKind *MachineKind `json:"machineKind,omitempty"`
+
+	// failureDomains are the parts of the backend that VMs can be placed in.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+
+	// conditions are Ready, BackendReachable and CredentialsValid.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the provider controller last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// Provider is one backend instance that VMs can be placed on.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=prov,categories=banlieue
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.providerClassRef.name`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.connection.endpoint`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Failure domains",type=string,JSONPath=`.status.failureDomains[*].name`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Provider struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says which backend this is and how to reach it.
+	// +required
+	Spec ProviderSpec `json:"spec"`
+
+	// status is written by the provider controller of the Provider's class.
+	// +optional
+	Status ProviderStatus `json:"status,omitempty,omitzero"`
+}
+
+// ProviderList is a list of Providers.
+//
+// +kubebuilder:object:root=true
+type ProviderList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Provider `json:"items"`
+}
+
+// StorageClass returns the Provider's mapping for a storage class, or nil.
+func (p *Provider) StorageClass(name string) *ClassMapping {
+	return findClass(p.Spec.Capabilities.StorageClasses, name)
+}
+
+// NetworkClass returns the Provider's mapping for a network class, or nil.
+func (p *Provider) NetworkClass(name string) *ClassMapping {
+	return findClass(p.Spec.Capabilities.NetworkClasses, name)
+}
+
+func findClass(classes []ClassMapping, name string) *ClassMapping {
+	for i := range classes {
+		if classes[i].Name == name {
+			return &classes[i]
+		}
+	}
+	return nil
+}
+
+func init() { objectTypes = append(objectTypes, &Provider{}, &ProviderList{}) }

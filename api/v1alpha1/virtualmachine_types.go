@@ -1,0 +1,251 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// VirtualMachineFinalizer is the core controller's finalizer on VirtualMachines: it is
+// removed once the VM's infrastructure machine is gone.
+const VirtualMachineFinalizer = "banlieue.io/virtualmachine"
+
+// MigrateAnnotation, set to "true" on a VM with migrationPolicy manual, allows the core
+// controller to move it to its new placement.
+const MigrateAnnotation = "banlieue.io/migrate"
+
+// MigrationPolicy says what happens when a VM's placement is no longer valid.
+// +kubebuilder:validation:Enum=automatic;manual;never
+type MigrationPolicy string
+
+const (
+	// MigrationPolicyAutomatic deletes the old machine, waits until it is gone and creates a new one.
+	MigrationPolicyAutomatic MigrationPolicy = "automatic"
+	// MigrationPolicyManual waits for the banlieue.io/migrate annotation before doing the same.
+	MigrationPolicyManual MigrationPolicy = "manual"
+	// MigrationPolicyNever keeps the old machine and reports PlacementValid=False.
+	MigrationPolicyNever MigrationPolicy = "never"
+)
+
+// AntiAffinityMode says whether an anti-affinity term must hold or is only preferred.
+// +kubebuilder:validation:Enum=required;preferred
+type AntiAffinityMode string
+
+const (
+	// AntiAffinityRequired terms rule a failure domain out.
+	AntiAffinityRequired AntiAffinityMode = "required"
+	// AntiAffinityPreferred terms only rank failure domains.
+	AntiAffinityPreferred AntiAffinityMode = "preferred"
+)
+
+// Phase is a one-word summary of a VM's lifecycle, for people; programs use conditions.
+// +kubebuilder:validation:Enum=Pending;Scheduling;Provisioning;Running;Stopped;Migrating;Deleting;Failed
+type Phase string
+
+const (
+	// PhasePending means the VM has not been looked at yet.
+	PhasePending Phase = "Pending"
+	// PhaseScheduling means no placement has been found yet.
+	PhaseScheduling Phase = "Scheduling"
+	// PhaseProvisioning means the infrastructure machine exists but is not ready.
+	PhaseProvisioning Phase = "Provisioning"
+	// PhaseRunning means the machine is ready and powered on.
+	PhaseRunning Phase = "Running"
+	// PhaseStopped means the machine is ready and powered off or suspended.
+	PhaseStopped Phase = "Stopped"
+	// PhaseMigrating means the old machine is being removed before the VM moves.
+	PhaseMigrating Phase = "Migrating"
+	// PhaseDeleting means the VM is being deleted.
+	PhaseDeleting Phase = "Deleting"
+	// PhaseFailed means the machine reported a failure that needs a person.
+	PhaseFailed Phase = "Failed"
+)
+
+// VirtualMachineSpec is what the user asks for: a class, an image and where to run.
+type VirtualMachineSpec struct {
+	// classRef names the VMClass (hardware and networks) of the VM.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="classRef is immutable; edit the VMClass or create a new VirtualMachine"
+	ClassRef LocalObjectReference `json:"classRef"`
+
+	// imageRef names the VMImage the VM boots from.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="imageRef is immutable; create a new VirtualMachine to change the image"
+	ImageRef LocalObjectReference `json:"imageRef"`
+
+	// placement constrains which Provider and failure domain the VM runs on.
+	// +optional
+	Placement Placement `json:"placement,omitempty,omitzero"`
+
+	// desiredPowerState is PoweredOn (the default), PoweredOff or Suspended.
+	// +optional
+	// +kubebuilder:default=PoweredOn
+	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
+
+	// userData references the cloud-init, Ignition or sysprep payload for the guest.
+	// +optional
+	UserData *UserData `json:"userData,omitempty"`
+
+	// migrationPolicy says what happens when the placement is no longer valid: automatic
+	// (the default), manual or never.
+	// +optional
+	// +kubebuilder:default=automatic
+	MigrationPolicy MigrationPolicy `json:"migrationPolicy,omitempty"`
+
+	// paused stops the core controller from acting on the VM and its machine.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// Placement constrains where a VM runs.
+type Placement struct {
+	// providerSelector selects the Providers the VM may be placed on; all when unset.
+	// +optional
+	ProviderSelector *LabelSelector `json:"providerSelector,omitempty"`
+
+	// failureDomainSelector selects failure domains by their labels; all when unset.
+	// +optional
+	FailureDomainSelector *LabelSelector `json:"failureDomainSelector,omitempty"`
+
+	// antiAffinity keeps the VM away from other VMs in the same namespace.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	AntiAffinity []AntiAffinityTerm `json:"antiAffinity,omitempty"`
+}
+
+// AntiAffinityTerm keeps a VM out of the topology domains that already run matching VMs.
+type AntiAffinityTerm struct {
+	// topologyKey is a failure-domain label (e.g. host or cluster); two VMs are in the
+	// same topology domain when their failure domains have the same value for it.
+	// The key "provider" means the Provider itself.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	TopologyKey string `json:"topologyKey"`
+
+	// labelSelector selects the VMs, in the VM's namespace, to keep away from.
+	// +required
+	LabelSelector *LabelSelector `json:"labelSelector"`
+
+	// mode is required (the default: domains that break the term are ruled out) or
+	// preferred (such domains are only ranked lower).
+	// +optional
+	// +kubebuilder:default=required
+	Mode AntiAffinityMode `json:"mode,omitempty"`
+}
+
+// ScheduledPlacement is where the core controller placed a VM.
+type ScheduledPlacement struct {
+	// providerName is the name of the chosen Provider.
+	// +required
+	ProviderName string `json:"providerName"`
+
+	// providerNamespace is the namespace of the chosen Provider.
+	// +required
+	ProviderNamespace string `json:"providerNamespace"`
+
+	// providerClass is the chosen Provider's class, e.g. vsphere.
+	// +required
+	ProviderClass string `json:"providerClass"`
+
+	// failureDomain is the chosen failure domain of that Provider.
+	// +optional
+	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// scheduledAt is when this placement was chosen.
+	// +optional
+	ScheduledAt metav1.Time `json:"scheduledAt,omitempty,omitzero"`
+}
+
+// ContractVersionedObjectReference names an object through its API group, as Cluster API does.
+type ContractVersionedObjectReference struct {
+	// apiGroup is the object's API group.
+	// +required
+	APIGroup string `json:"apiGroup"`
+
+	// kind is the object's kind.
+	// +required
+	Kind string `json:"kind"`
+
+	// name is the object's name, in the VM's namespace.
+	// +required
+	Name string `json:"name"`
+}
+
+// VirtualMachineStatus is what the core controller observed of the VM.
+type VirtualMachineStatus struct {
+	// scheduled is the VM's current placement.
+	// +optional
+	Scheduled *ScheduledPlacement `json:"scheduled,omitempty"`
+
+	// infrastructureRef names the infrastructure machine that carries the VM.
+	// +optional
+	InfrastructureRef *ContractVersionedObjectReference `json:"infrastructureRef,omitempty"`
+
+	// providerID is the backend's stable identifier of the VM, e.g. vsphere://<uuid>.
+	// +optional
+	ProviderID string `json:"providerID,omitempty"`
+
+	// initialization reports whether the backend VM has been provisioned.
+	// +optional
+	Initialization Initialization `json:"initialization,omitempty,omitzero"`
+
+	// addresses are the VM's addresses as its provider reports them.
+	// +optional
+	// +listType=atomic
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+
+	// observedPowerState is the power state the provider last observed.
+	// +optional
+	ObservedPowerState PowerState `json:"observedPowerState,omitempty"`
+
+	// phase is a one-word summary of the VM's lifecycle.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// conditions are Ready, Scheduled, InfrastructureReady and PlacementValid.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the core controller last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// VirtualMachine is a VM that banlieue places on a Provider and keeps in the state asked for.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=vm,categories=banlieue
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.classRef.name`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.imageRef.name`
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.status.scheduled.providerName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.observedPowerState`
+// +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.addresses[?(@.type=="InternalIP")].address`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VirtualMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the user asks for.
+	// +required
+	Spec VirtualMachineSpec `json:"spec"`
+
+	// status is what the core controller observed.
+	// +optional
+	Status VirtualMachineStatus `json:"status,omitempty,omitzero"`
+}
+
+// VirtualMachineList is a list of VirtualMachines.
+//
+// +kubebuilder:object:root=true
+type VirtualMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VirtualMachine `json:"items"`
+}
+
+func init() { objectTypes = append(objectTypes, &VirtualMachine{}, &VirtualMachineList{}) }

@@ -1,0 +1,201 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GuestAgent is the guest configuration agent an image runs at first boot.
+// +kubebuilder:validation:Enum=cloud-init;ignition;sysprep;none
+type GuestAgent string
+
+const (
+	// GuestAgentCloudInit is cloud-init.
+	GuestAgentCloudInit GuestAgent = "cloud-init"
+	// GuestAgentIgnition is Ignition.
+	GuestAgentIgnition GuestAgent = "ignition"
+	// GuestAgentSysprep is Windows sysprep.
+	GuestAgentSysprep GuestAgent = "sysprep"
+	// GuestAgentNone means the image reads no user-data.
+	GuestAgentNone GuestAgent = "none"
+)
+
+// ImageSourceKind is how an image source is found on a backend.
+// +kubebuilder:validation:Enum=Template;BackingFile;Url
+type ImageSourceKind string
+
+const (
+	// ImageSourceTemplate is a template on the backend (a vSphere or Proxmox template).
+	ImageSourceTemplate ImageSourceKind = "Template"
+	// ImageSourceBackingFile is an existing volume or file on the backend.
+	ImageSourceBackingFile ImageSourceKind = "BackingFile"
+	// ImageSourceURL is a disk image that the provider downloads and imports.
+	ImageSourceURL ImageSourceKind = "Url"
+)
+
+// VMImageSpec describes an operating-system image and where each backend class finds it.
+type VMImageSpec struct {
+	// osFamily is the operating-system family, e.g. linux or windows.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	OSFamily string `json:"osFamily,omitempty"`
+
+	// osDistribution is the distribution, e.g. ubuntu.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	OSDistribution string `json:"osDistribution,omitempty"`
+
+	// osVersion is the distribution's version, e.g. 22.04.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	OSVersion string `json:"osVersion,omitempty"`
+
+	// architecture is the CPU architecture, e.g. amd64 or arm64.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Architecture string `json:"architecture,omitempty"`
+
+	// guestAgent is the first-boot agent that reads the VM's user-data.
+	// +optional
+	// +kubebuilder:default=cloud-init
+	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
+
+	// sources say where each provider class finds this image; a VM with this image can only
+	// be placed on a Provider whose class has a source here.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	Sources []ImageSource `json:"sources"`
+}
+
+// ImageSource is where one provider class finds an image.
+//
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Url' || has(self.importFrom) || has(self.ref)",message="a Url source needs importFrom (or ref) to name the URL"
+// +kubebuilder:validation:XValidation:rule="self.kind == 'Url' || has(self.ref)",message="a Template or BackingFile source needs ref"
+type ImageSource struct {
+	// providerClass is the provider class this source is for, e.g. vsphere.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	ProviderClass string `json:"providerClass"`
+
+	// kind is how the backend finds the image: Template, BackingFile or Url.
+	// +required
+	Kind ImageSourceKind `json:"kind"`
+
+	// ref names the image on the backend: a template name or ID, a volume or path, or a URL.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Ref string `json:"ref,omitempty"`
+
+	// importFrom is an http(s) URL the provider imports the image from when ref is missing
+	// on the backend.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="importFrom must be an http or https URL"
+	ImportFrom string `json:"importFrom,omitempty"`
+
+	// checksum is the image's digest as "sha256:<hex>", checked after import.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// ImageProviderStatus is one Provider's view of an image. Each provider writes only its
+// own rows, with its own server-side-apply field manager.
+type ImageProviderStatus struct {
+	// providerNamespace is the namespace of the Provider this row is for.
+	// +required
+	ProviderNamespace string `json:"providerNamespace"`
+
+	// providerName is the name of the Provider this row is for.
+	// +required
+	ProviderName string `json:"providerName"`
+
+	// ready is true when VMs can be made from the image on this Provider.
+	// +required
+	Ready bool `json:"ready"`
+
+	// resolvedRef is the backend's own reference to the image, e.g. a template's managed object ID.
+	// +optional
+	ResolvedRef string `json:"resolvedRef,omitempty"`
+
+	// reason is a CamelCase word saying why the image is not ready.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// message says, for a person, why the image is not ready or how an import is going.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// VMImageStatus is the image's readiness on each Provider.
+type VMImageStatus struct {
+	// perProvider has one row for each Provider that has looked at this image.
+	// +optional
+	// +listType=map
+	// +listMapKey=providerNamespace
+	// +listMapKey=providerName
+	PerProvider []ImageProviderStatus `json:"perProvider,omitempty"`
+
+	// conditions are the image's conditions.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VMImage is an operating-system image that VirtualMachines refer to, with its source on
+// each backend class.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=vmimg,categories=banlieue
+// +kubebuilder:printcolumn:name="OS",type=string,JSONPath=`.spec.osDistribution`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.osVersion`
+// +kubebuilder:printcolumn:name="Arch",type=string,JSONPath=`.spec.architecture`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VMImage struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the image and its sources.
+	// +required
+	Spec VMImageSpec `json:"spec"`
+
+	// status is the image's readiness on each Provider.
+	// +optional
+	Status VMImageStatus `json:"status,omitempty,omitzero"`
+}
+
+// VMImageList is a list of VMImages.
+//
+// +kubebuilder:object:root=true
+type VMImageList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VMImage `json:"items"`
+}
+
+// SourceFor returns the image's source for a provider class, or nil when it has none.
+func (i *VMImage) SourceFor(providerClass string) *ImageSource {
+	for k := range i.Spec.Sources {
+		if i.Spec.Sources[k].ProviderClass == providerClass {
+			return &i.Spec.Sources[k]
+		}
+	}
+	return nil
+}
+
+// ProviderStatus returns the image's row for a Provider, or nil when it has none.
+func (i *VMImage) ProviderStatus(namespace, name string) *ImageProviderStatus {
+	for k := range i.Status.PerProvider {
+		r := &i.Status.PerProvider[k]
+		if r.ProviderNamespace == namespace && r.ProviderName == name {
+			return r
+		}
+	}
+	return nil
+}
+
+func init() { objectTypes = append(objectTypes, &VMImage{}, &VMImageList{}) }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds one tool pinned in hack/tools/dev (controller-gen, golangci-lint) into a per-user
+# cache outside the repository and prints the binary's path. A binary already built for
+# these pins is reused.
+set -euo pipefail
+
+name=$1
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+tools="$here/tools/dev"
+cache_root=${BANLIEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/banlieue}
+key=$(cat "$tools/go.mod" "$tools/go.sum" | sha256sum | cut -c1-12)
+out="$cache_root/tools/$key/$name"
+
+if [[ ! -x "$out" ]]; then
+	case "$name" in
+	controller-gen) pkg=sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+	golangci-lint) pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
+	*) echo "tool.sh: unknown tool $name" >&2; exit 2 ;;
+	esac
+	echo "tool.sh: building $name" >&2
+	mkdir -p "$(dirname "$out")"
+	(cd "$tools" && CGO_ENABLED=0 go build -trimpath -o "$out.tmp" "$pkg")
+	mv "$out.tmp" "$out"
+fi
+echo "$out"

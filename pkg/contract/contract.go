@@ -1,0 +1,69 @@
+package contract
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+)
+
+// Version is the machine-contract version this package implements.
+const Version = infrav1.ContractVersion
+
+// Label is the label that marks a CRD as implementing the machine contract.
+const Label = infrav1.ContractLabel
+
+// NewMachine returns an infrastructure machine of kind gvk carrying spec, the part of
+// the spec that core owns. spec.providerID is never written here: it is the provider's.
+func NewMachine(gvk schema.GroupVersionKind, namespace, name string, spec infrav1.MachineSpec) (*unstructured.Unstructured, error) {
+	spec.ProviderID = ""
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
+	if err != nil {
+		return nil, fmt.Errorf("failed to convert machine spec: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": m}}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u, nil
+}
+
+// Spec reads the contract's part of an infrastructure machine's spec. Fields a backend
+// adds next to it are ignored.
+func Spec(u *unstructured.Unstructured) (infrav1.MachineSpec, error) {
+	var spec infrav1.MachineSpec
+	err := fromField(u, "spec", &spec)
+	return spec, err
+}
+
+// Status reads the contract's part of an infrastructure machine's status. A machine
+// that has no status yet gives the zero MachineStatus.
+func Status(u *unstructured.Unstructured) (infrav1.MachineStatus, error) {
+	var status infrav1.MachineStatus
+	err := fromField(u, "status", &status)
+	return status, err
+}
+
+// ProviderID returns spec.providerID, or "" when the provider has not written it yet.
+func ProviderID(u *unstructured.Unstructured) string {
+	id, _, _ := unstructured.NestedString(u.Object, "spec", "providerID")
+	return id
+}
+
+func fromField(u *unstructured.Unstructured, field string, into any) error {
+	raw, ok := u.Object[field]
+	if !ok || raw == nil {
+		return nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s %s/%s: %s is a %T, not an object", u.GetKind(), u.GetNamespace(), u.GetName(), field, raw)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, into); err != nil {
+		return fmt.Errorf("failed to read %s of %s %s/%s: %w", field, u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
+}

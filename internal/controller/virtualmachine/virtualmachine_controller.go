@@ -2,19 +2,168 @@ package virtualmachine
 
 import (
 	"context"
+	"fmt"
+	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
+
+// FieldManager is the server-side-apply field manager of the core controller.
+const FieldManager = "banlieue-core"
 
 // Reconciler reconciles VirtualMachines.
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
+
+	// Recorder records Events on VMs; the manager's recorder when nil.
+	Recorder events.EventRecorder
+
+	// machines reads infrastructure machines, as unstructured, from the cache.
+	machines   cache.Cache
+	scheme     *runtime.Scheme
+	mapper     meta.RESTMapper
+	controller controller.Controller
+
+	mu      sync.Mutex
+	watched map[schema.GroupVersionKind]bool
 }
 
-// SetupWithManager registers the controller and its watches with mgr.
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/status;virtualmachines/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers;vmclasses;vmimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the controller, its field indexes and its static watches
+// with mgr. Watches on infrastructure machine kinds are added at run time, as Providers
+// publish them.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if err := setupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r.machines = mgr.GetCache()
+	r.scheme = mgr.GetScheme()
+	r.mapper = mgr.GetRESTMapper()
+	r.watched = map[schema.GroupVersionKind]bool{}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("banlieue-core")
+	}
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&banlieuev1.VirtualMachine{}).
+		Watches(&banlieuev1.VMClass{}, handler.EnqueueRequestsFromMapFunc(r.vmsUsing(indexClass))).
+		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(r.vmsUsing(indexImage))).
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.vmsAffectedByProvider),
+			builder.WithPredicates(providerChanged())).
+		WithOptions(options).
+		Build(r)
+	if err != nil {
+		return fmt.Errorf("failed to build the VirtualMachine controller: %w", err)
+	}
+	r.controller = c
 	return nil
+}
+
+// watchMachines makes sure the controller watches infrastructure machines of kind gvk.
+func (r *Reconciler) watchMachines(gvk schema.GroupVersionKind) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watched[gvk] {
+		return nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := r.controller.Watch(source.Kind[client.Object](r.machines, u,
+		handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner())))
+	if err != nil {
+		return fmt.Errorf("failed to watch %s: %w", gvk, err)
+	}
+	r.watched[gvk] = true
+	return nil
+}
+
+// Reconcile moves one VirtualMachine towards its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	vm := &banlieuev1.VirtualMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, vm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !vm.DeletionTimestamp.IsZero() {
+		return r.withStatus(ctx, vm, r.reconcileDelete)
+	}
+	if !controllerutil.ContainsFinalizer(vm, banlieuev1.VirtualMachineFinalizer) {
+		before := vm.DeepCopy()
+		controllerutil.AddFinalizer(vm, banlieuev1.VirtualMachineFinalizer)
+		if err := r.Client.Patch(ctx, vm, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add finalizer: %w", err)
+		}
+	}
+	if vm.Spec.Paused {
+		ctrl.LoggerFrom(ctx).V(4).Info("VirtualMachine is paused")
+		return ctrl.Result{}, nil
+	}
+	return r.withStatus(ctx, vm, r.reconcileNormal)
+}
+
+// withStatus runs phase, then computes the VM's phase and Ready condition and patches
+// its status once, only when it changed.
+func (r *Reconciler) withStatus(ctx context.Context, vm *banlieuev1.VirtualMachine, phase func(context.Context, *scope) error) (ctrl.Result, error) {
+	s := &scope{vm: vm, before: vm.DeepCopy()}
+	err := phase(ctx, s)
+	summarize(s)
+	if err == nil {
+		vm.Status.ObservedGeneration = vm.Generation
+	}
+	if perr := r.patchStatus(ctx, s); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
+	if s.released || equality.Semantic.DeepEqual(s.before.Status, s.vm.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, s.vm, client.MergeFrom(s.before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("failed to patch VirtualMachine status: %w", err)
+	}
+	s.before = s.vm.DeepCopy()
+	return nil
+}
+
+// event records an Event on the VM.
+func (r *Reconciler) event(vm *banlieuev1.VirtualMachine, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(vm, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// namespaceLabels returns the labels of a namespace, read from the cache.
+func (r *Reconciler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, fmt.Errorf("failed to get namespace %s: %w", name, err)
+	}
+	return ns.Labels, nil
 }

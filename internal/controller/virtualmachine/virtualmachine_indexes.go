@@ -1,0 +1,109 @@
+package virtualmachine
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/placement"
+)
+
+// Field indexes on VirtualMachines, so that a change to a class, an image or a Provider
+// finds the VMs it affects, and placement counts VMs per failure domain, from the cache.
+const (
+	indexClass    = "spec.classRef.name"
+	indexImage    = "spec.imageRef.name"
+	indexProvider = "status.scheduled.provider"
+	indexLocation = "status.scheduled.location"
+)
+
+// unscheduled is the indexProvider value of VMs that have no placement.
+const unscheduled = "-"
+
+func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	indexes := map[string]func(*banlieuev1.VirtualMachine) string{
+		indexClass: func(vm *banlieuev1.VirtualMachine) string { return vm.Spec.ClassRef.Name },
+		indexImage: func(vm *banlieuev1.VirtualMachine) string { return vm.Spec.ImageRef.Name },
+		indexProvider: func(vm *banlieuev1.VirtualMachine) string {
+			if vm.Status.Scheduled == nil {
+				return unscheduled
+			}
+			return locationOf(vm).ProviderKey()
+		},
+		indexLocation: func(vm *banlieuev1.VirtualMachine) string {
+			if vm.Status.Scheduled == nil {
+				return ""
+			}
+			return locationKey(locationOf(vm))
+		},
+	}
+	for field, value := range indexes {
+		err := indexer.IndexField(ctx, &banlieuev1.VirtualMachine{}, field, func(o client.Object) []string {
+			if v := value(o.(*banlieuev1.VirtualMachine)); v != "" {
+				return []string{v}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("failed to index VirtualMachines by %s: %w", field, err)
+		}
+	}
+	return nil
+}
+
+func locationOf(vm *banlieuev1.VirtualMachine) placement.Location {
+	s := vm.Status.Scheduled
+	return placement.Location{ProviderNamespace: s.ProviderNamespace, ProviderName: s.ProviderName, FailureDomain: s.FailureDomain}
+}
+
+func locationKey(l placement.Location) string {
+	return l.ProviderKey() + "/" + l.FailureDomain
+}
+
+// vmsUsing maps a class or image to the VMs that refer to it.
+func (r *Reconciler) vmsUsing(index string) func(context.Context, client.Object) []ctrl.Request {
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		return r.requestsFor(ctx, client.MatchingFields{index: o.GetName()})
+	}
+}
+
+// vmsAffectedByProvider maps a Provider to the VMs placed on it and to every VM that
+// is waiting for a placement, which the Provider may now offer.
+func (r *Reconciler) vmsAffectedByProvider(ctx context.Context, o client.Object) []ctrl.Request {
+	key := o.GetNamespace() + "/" + o.GetName()
+	return append(r.requestsFor(ctx, client.MatchingFields{indexProvider: key}),
+		r.requestsFor(ctx, client.MatchingFields{indexProvider: unscheduled})...)
+}
+
+func (r *Reconciler) requestsFor(ctx context.Context, sel client.MatchingFields) []ctrl.Request {
+	list := &banlieuev1.VirtualMachineList{}
+	if err := r.Client.List(ctx, list, sel, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list VirtualMachines", "selector", sel)
+		return nil
+	}
+	out := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return out
+}
+
+// providerChanged passes Provider events that can change placement: creation, deletion,
+// and updates of labels, spec or status, but not a resync of an unchanged Provider.
+func providerChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*banlieuev1.Provider), e.ObjectNew.(*banlieuev1.Provider)
+			return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+				!equality.Semantic.DeepEqual(o.Spec, n.Spec) ||
+				!equality.Semantic.DeepEqual(o.Status, n.Status)
+		},
+	}
+}

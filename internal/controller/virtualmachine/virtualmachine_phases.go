@@ -1,0 +1,413 @@
+package virtualmachine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/placement"
+	"github.com/banlieue/banlieue/pkg/contract"
+)
+
+// scope is what one reconcile of a VM knows.
+type scope struct {
+	vm     *banlieuev1.VirtualMachine
+	before *banlieuev1.VirtualMachine
+
+	// machine is the VM's infrastructure machine, nil when it does not exist.
+	machine *unstructured.Unstructured
+	// migrating is set while an old machine is removed before the VM moves.
+	migrating bool
+	// released is set once the finalizer is removed: the VM is no longer written.
+	released bool
+}
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
+	vm := s.vm
+	class := &banlieuev1.VMClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, class); err != nil {
+		if apierrors.IsNotFound(err) {
+			setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, banlieuev1.VirtualMachineClassNotFoundReason,
+				fmt.Sprintf("VMClass %s does not exist", vm.Spec.ClassRef.Name))
+			return r.mirror(ctx, s)
+		}
+		return fmt.Errorf("failed to get VMClass %s: %w", vm.Spec.ClassRef.Name, err)
+	}
+	image := &banlieuev1.VMImage{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, image); err != nil {
+		if apierrors.IsNotFound(err) {
+			setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, banlieuev1.VirtualMachineImageNotFoundReason,
+				fmt.Sprintf("VMImage %s does not exist", vm.Spec.ImageRef.Name))
+			return r.mirror(ctx, s)
+		}
+		return fmt.Errorf("failed to get VMImage %s: %w", vm.Spec.ImageRef.Name, err)
+	}
+	providers, err := r.providers(ctx)
+	if err != nil {
+		return err
+	}
+	req, err := r.placementRequest(ctx, vm, class, image)
+	if err != nil {
+		return err
+	}
+	sched := placement.NewScheduler(providers)
+
+	if vm.Status.Scheduled != nil {
+		current := locationOf(vm)
+		req.Current = &current
+		if d, why := sched.Validate(req, current); d != nil {
+			setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, true, banlieuev1.VirtualMachinePlacementValidReason, "")
+			return r.ensureMachine(ctx, s, d, class, image)
+		} else if moved, err := r.handleInvalidPlacement(ctx, s, why); err != nil || !moved {
+			if err != nil {
+				return err
+			}
+			return r.mirror(ctx, s)
+		}
+		req.Current = nil
+	}
+
+	d, rejections := sched.Schedule(req, r.load(ctx))
+	if d == nil {
+		msg := placement.Message(rejections)
+		if c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachineScheduledCondition); c == nil || c.Message != msg {
+			r.event(vm, corev1.EventTypeWarning, banlieuev1.VirtualMachineNoCandidateReason, "Schedule", "%s", msg)
+		}
+		setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, banlieuev1.VirtualMachineNoCandidateReason, msg)
+		return nil
+	}
+	kind := d.Provider.Status.MachineKind
+	vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{
+		ProviderName:      d.ProviderName,
+		ProviderNamespace: d.ProviderNamespace,
+		ProviderClass:     d.Provider.Spec.ProviderClassRef.Name,
+		FailureDomain:     d.FailureDomain,
+		ScheduledAt:       metav1.Now(),
+	}
+	vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: kind.APIGroup, Kind: kind.Kind, Name: vm.Name}
+	setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, true, banlieuev1.VirtualMachinePlacementValidReason, "")
+	// The placement is recorded before the machine is created, so a controller that
+	// dies in between finds it again instead of placing the VM a second time.
+	summarize(s)
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineScheduledReason, "Schedule",
+		"Placed on Provider %s, failure domain %q", d.ProviderKey(), d.FailureDomain)
+	return r.ensureMachine(ctx, s, d, class, image)
+}
+
+// handleInvalidPlacement applies the VM's migration policy to a placement that no longer
+// holds. It reports moved once the old machine is gone and the VM may be placed anew.
+func (r *Reconciler) handleInvalidPlacement(ctx context.Context, s *scope, why string) (bool, error) {
+	vm := s.vm
+	switch {
+	case vm.Spec.MigrationPolicy == banlieuev1.MigrationPolicyNever:
+		setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, false, banlieuev1.VirtualMachinePlacementInvalidReason,
+			why+"; migrationPolicy is never, so the VM stays where it is")
+		return false, nil
+	case vm.Spec.MigrationPolicy == banlieuev1.MigrationPolicyManual && vm.Annotations[banlieuev1.MigrateAnnotation] != "true":
+		setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, false, banlieuev1.VirtualMachineWaitingForMigrateApprovalReason,
+			why+"; set the annotation banlieue.io/migrate=true to move the VM")
+		return false, nil
+	}
+	setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, false, banlieuev1.VirtualMachineMigratingReason,
+		why+"; moving the VM: its old machine is deleted first")
+	s.migrating = true
+	gone, err := r.deleteMachine(ctx, s)
+	if err != nil || !gone {
+		return false, err
+	}
+	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMigratingReason, "Migrate",
+		"Old machine on Provider %s is gone; placing the VM anew", locationOf(vm).ProviderKey())
+	if _, ok := vm.Annotations[banlieuev1.MigrateAnnotation]; ok {
+		before := vm.DeepCopy()
+		delete(vm.Annotations, banlieuev1.MigrateAnnotation)
+		if err := r.Client.Patch(ctx, vm, client.MergeFrom(before)); err != nil {
+			return false, fmt.Errorf("failed to remove the %s annotation: %w", banlieuev1.MigrateAnnotation, err)
+		}
+		s.before.ObjectMeta = vm.ObjectMeta
+	}
+	s.migrating = false
+	vm.Status.Scheduled = nil
+	vm.Status.InfrastructureRef = nil
+	vm.Status.ProviderID = ""
+	vm.Status.Addresses = nil
+	vm.Status.Initialization = banlieuev1.Initialization{}
+	vm.Status.ObservedPowerState = ""
+	meta.RemoveStatusCondition(&vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition)
+	return true, nil
+}
+
+// providers returns every Provider, from the cache.
+func (r *Reconciler) providers(ctx context.Context) ([]*banlieuev1.Provider, error) {
+	list := &banlieuev1.ProviderList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("failed to list Providers: %w", err)
+	}
+	out := make([]*banlieuev1.Provider, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// placementRequest gathers what placement needs about vm from the cache.
+func (r *Reconciler) placementRequest(ctx context.Context, vm *banlieuev1.VirtualMachine, class *banlieuev1.VMClass, image *banlieuev1.VMImage) (*placement.Request, error) {
+	nsLabels, err := r.namespaceLabels(ctx, vm.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	req := &placement.Request{Namespace: vm.Namespace, NamespaceLabels: nsLabels, Class: class, Image: image}
+	if req.ProviderSelector, err = selector(vm.Spec.Placement.ProviderSelector); err != nil {
+		return nil, fmt.Errorf("invalid placement.providerSelector: %w", err)
+	}
+	if req.FailureDomainSelector, err = selector(vm.Spec.Placement.FailureDomainSelector); err != nil {
+		return nil, fmt.Errorf("invalid placement.failureDomainSelector: %w", err)
+	}
+	for _, t := range vm.Spec.Placement.AntiAffinity {
+		sel, err := selector(t.LabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("invalid antiAffinity labelSelector: %w", err)
+		}
+		if sel == nil {
+			sel = labels.Everything()
+		}
+		peers := &banlieuev1.VirtualMachineList{}
+		if err := r.Client.List(ctx, peers, client.InNamespace(vm.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("failed to list anti-affinity peers: %w", err)
+		}
+		term := placement.Term{TopologyKey: t.TopologyKey, Required: t.Mode != banlieuev1.AntiAffinityPreferred}
+		for i := range peers.Items {
+			p := &peers.Items[i]
+			if p.UID == vm.UID || p.Status.Scheduled == nil {
+				continue
+			}
+			term.Peers = append(term.Peers, locationOf(p))
+		}
+		req.AntiAffinity = append(req.AntiAffinity, term)
+	}
+	return req, nil
+}
+
+func selector(s *banlieuev1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return nil, nil
+	}
+	return metav1.LabelSelectorAsSelector(s.AsMetav1())
+}
+
+// load counts the VMs placed in a location, through the cache's field index.
+func (r *Reconciler) load(ctx context.Context) placement.LoadFunc {
+	return func(l placement.Location) int {
+		list := &banlieuev1.VirtualMachineList{}
+		if err := r.Client.List(ctx, list, client.MatchingFields{indexLocation: locationKey(l)}, client.UnsafeDisableDeepCopy); err != nil {
+			return 0
+		}
+		return len(list.Items)
+	}
+}
+
+// machineGVK returns the kind of the VM's infrastructure machine, from its reference.
+func (r *Reconciler) machineGVK(vm *banlieuev1.VirtualMachine) (schema.GroupVersionKind, error) {
+	ref := vm.Status.InfrastructureRef
+	m, err := r.mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("failed to find the API version of %s.%s: %w", ref.Kind, ref.APIGroup, err)
+	}
+	return m.GroupVersionKind, nil
+}
+
+// getMachine reads the VM's infrastructure machine into s.machine, or nil when it is gone.
+func (r *Reconciler) getMachine(ctx context.Context, s *scope, gvk schema.GroupVersionKind) error {
+	if err := r.watchMachines(gvk); err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := r.machines.Get(ctx, client.ObjectKey{Namespace: s.vm.Namespace, Name: s.vm.Status.InfrastructureRef.Name}, u)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.machine = nil
+		return nil
+	case err != nil:
+		return fmt.Errorf("failed to get %s %s: %w", gvk.Kind, s.vm.Status.InfrastructureRef.Name, err)
+	}
+	s.machine = u
+	return nil
+}
+
+// ensureMachine creates or updates the VM's infrastructure machine with server-side
+// apply, skipping the write when the machine already carries the desired spec.
+func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.Decision, class *banlieuev1.VMClass, image *banlieuev1.VMImage) error {
+	vm := s.vm
+	kind := d.Provider.Status.MachineKind
+	gvk := schema.GroupVersionKind{Group: kind.APIGroup, Version: kind.Version, Kind: kind.Kind}
+	if err := r.getMachine(ctx, s, gvk); err != nil {
+		return err
+	}
+	if s.machine != nil && !metav1.IsControlledBy(s.machine, vm) {
+		return fmt.Errorf("%s %s exists and is not controlled by this VirtualMachine; delete or rename it", gvk.Kind, s.machine.GetName())
+	}
+	desired, err := contract.NewMachine(gvk, vm.Namespace, vm.Name, machineSpec(vm, d, class, image))
+	if err != nil {
+		return err
+	}
+	if err := controllerutil.SetControllerReference(vm, desired, r.scheme); err != nil {
+		return fmt.Errorf("failed to set the machine's owner: %w", err)
+	}
+	if s.machine == nil || !upToDate(desired, s.machine) {
+		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("failed to apply %s %s: %w", gvk.Kind, vm.Name, err)
+		}
+		if s.machine == nil {
+			r.event(vm, corev1.EventTypeNormal, "MachineCreated", "Create", "Created %s %s", gvk.Kind, vm.Name)
+			ctrl.LoggerFrom(ctx).Info("Created infrastructure machine", gvk.Kind, vm.Name)
+		}
+		s.machine = desired
+	}
+	return r.mirror(ctx, s)
+}
+
+// upToDate says whether the machine already has the desired spec and owner.
+func upToDate(desired, existing *unstructured.Unstructured) bool {
+	if !equality.Semantic.DeepDerivative(desired.Object["spec"], existing.Object["spec"]) {
+		return false
+	}
+	return metav1.IsControlledBy(existing, &metav1.ObjectMeta{UID: desired.GetOwnerReferences()[0].UID})
+}
+
+// machineSpec resolves the VM's class, image and placement into the contract's spec.
+func machineSpec(vm *banlieuev1.VirtualMachine, d *placement.Decision, class *banlieuev1.VMClass, image *banlieuev1.VMImage) infrav1.MachineSpec {
+	src := image.SourceFor(d.Provider.Spec.ProviderClassRef.Name)
+	spec := infrav1.MachineSpec{
+		ProviderRef:   infrav1.ProviderRef{Namespace: d.ProviderNamespace, Name: d.ProviderName},
+		FailureDomain: d.FailureDomain,
+		Image: infrav1.MachineImage{
+			Name: image.Name, Kind: src.Kind, Ref: src.Ref, ImportFrom: src.ImportFrom, Checksum: src.Checksum,
+		},
+		Hardware: infrav1.MachineHardware{
+			CPUs: class.Spec.Hardware.CPUs, MemoryMiB: class.Spec.Hardware.MemoryMiB, Firmware: class.Spec.Firmware,
+		},
+		PowerState: vm.Spec.DesiredPowerState,
+		UserData:   vm.Spec.UserData.DeepCopy(),
+	}
+	if row := image.ProviderStatus(d.ProviderNamespace, d.ProviderName); row != nil {
+		spec.Image.ResolvedRef = row.ResolvedRef
+	}
+	for _, disk := range class.Spec.Hardware.Disks {
+		spec.Disks = append(spec.Disks, infrav1.MachineDisk{
+			Name: disk.Name, SizeGiB: disk.SizeGiB, Provisioning: disk.Provisioning, StorageClass: disk.StorageClass,
+			Target: d.Provider.StorageClass(disk.StorageClass).Target,
+		})
+	}
+	for _, nic := range class.Spec.Network.Interfaces {
+		spec.Interfaces = append(spec.Interfaces, infrav1.MachineInterface{
+			Name: nic.Name, NetworkClass: nic.NetworkClass, IPAM: nic.IPAM.DeepCopy(), MTU: nic.MTU,
+			Target: d.Provider.NetworkClass(nic.NetworkClass).Target,
+		})
+	}
+	return spec
+}
+
+// mirror copies the machine's contract status onto the VM.
+func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
+	vm := s.vm
+	if vm.Status.InfrastructureRef == nil {
+		return nil
+	}
+	if s.machine == nil {
+		gvk, err := r.machineGVK(vm)
+		if err != nil {
+			return err
+		}
+		if err := r.getMachine(ctx, s, gvk); err != nil {
+			return err
+		}
+	}
+	if s.machine == nil {
+		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, false, banlieuev1.VirtualMachineMachineNotFoundReason,
+			fmt.Sprintf("%s %s does not exist yet", vm.Status.InfrastructureRef.Kind, vm.Status.InfrastructureRef.Name))
+		return nil
+	}
+	status, err := contract.Status(s.machine)
+	if err != nil {
+		return err
+	}
+	vm.Status.ProviderID = contract.ProviderID(s.machine)
+	vm.Status.Addresses = status.Addresses
+	vm.Status.Initialization = status.Initialization
+	vm.Status.ObservedPowerState = status.PowerState
+	if c := meta.FindStatusCondition(status.Conditions, banlieuev1.ReadyCondition); c != nil {
+		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
+	} else {
+		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, false, banlieuev1.VirtualMachineMachineNotReadyReason,
+			fmt.Sprintf("%s %s has not reported a Ready condition yet", vm.Status.InfrastructureRef.Kind, vm.Status.InfrastructureRef.Name))
+	}
+	return nil
+}
+
+// deleteMachine deletes the VM's infrastructure machine and reports whether it is gone.
+func (r *Reconciler) deleteMachine(ctx context.Context, s *scope) (bool, error) {
+	vm := s.vm
+	if vm.Status.InfrastructureRef == nil {
+		return true, nil
+	}
+	gvk, err := r.machineGVK(vm)
+	if err != nil {
+		return false, err
+	}
+	if err := r.getMachine(ctx, s, gvk); err != nil {
+		return false, err
+	}
+	if s.machine == nil {
+		return true, nil
+	}
+	if s.machine.GetDeletionTimestamp().IsZero() {
+		if err := r.Client.Delete(ctx, s.machine); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("failed to delete %s %s: %w", gvk.Kind, s.machine.GetName(), err)
+		}
+		r.event(vm, corev1.EventTypeNormal, "MachineDeleting", "Delete", "Deleting %s %s", gvk.Kind, s.machine.GetName())
+	}
+	// The machine's watch brings the VM back once its provider has removed it.
+	return false, nil
+}
+
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
+	setCondition(s.vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachineDeletingReason, "waiting for the infrastructure machine to be deleted")
+	gone, err := r.deleteMachine(ctx, s)
+	if err != nil || !gone {
+		return errors.Join(err, r.mirrorIfPresent(ctx, s))
+	}
+	if controllerutil.ContainsFinalizer(s.vm, banlieuev1.VirtualMachineFinalizer) {
+		before := s.vm.DeepCopy()
+		controllerutil.RemoveFinalizer(s.vm, banlieuev1.VirtualMachineFinalizer)
+		if err := r.Client.Patch(ctx, s.vm, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to remove finalizer: %w", err)
+		}
+	}
+	// The object is gone or about to be; its status needs no more writes.
+	s.released = true
+	return nil
+}
+
+func (r *Reconciler) mirrorIfPresent(ctx context.Context, s *scope) error {
+	if s.machine == nil {
+		return nil
+	}
+	return r.mirror(ctx, s)
+}

@@ -1,0 +1,82 @@
+package virtualmachine
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+)
+
+// setCondition sets a condition on the VM; its lastTransitionTime changes only when its
+// status does, and an empty reason falls back to the condition's state.
+func setCondition(vm *banlieuev1.VirtualMachine, conditionType string, ok bool, reason, message string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	if reason == "" {
+		reason = string(status)
+	}
+	meta.SetStatusCondition(&vm.Status.Conditions, metav1.Condition{
+		Type: conditionType, Status: status, Reason: reason, Message: message, ObservedGeneration: vm.Generation,
+	})
+}
+
+// summarize derives the VM's phase and its Scheduled and Ready conditions from the rest
+// of its status. It is pure, so every reconcile path ends with the same summary.
+func summarize(s *scope) {
+	vm := s.vm
+	if vm.Status.Scheduled != nil {
+		setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, true, banlieuev1.VirtualMachineScheduledReason,
+			fmt.Sprintf("placed on Provider %s/%s, failure domain %q", vm.Status.Scheduled.ProviderNamespace, vm.Status.Scheduled.ProviderName, vm.Status.Scheduled.FailureDomain))
+	}
+	infraReady := meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition)
+	powerMatches := vm.Status.ObservedPowerState == vm.Spec.DesiredPowerState
+
+	switch {
+	case !vm.DeletionTimestamp.IsZero():
+		vm.Status.Phase = banlieuev1.PhaseDeleting
+		return // reconcileDelete owns Ready while deleting.
+	case s.migrating:
+		vm.Status.Phase = banlieuev1.PhaseMigrating
+	case vm.Status.Scheduled == nil:
+		vm.Status.Phase = banlieuev1.PhaseScheduling
+	case !infraReady:
+		vm.Status.Phase = banlieuev1.PhaseProvisioning
+	case vm.Status.ObservedPowerState == banlieuev1.PowerStatePoweredOn:
+		vm.Status.Phase = banlieuev1.PhaseRunning
+	default:
+		vm.Status.Phase = banlieuev1.PhaseStopped
+	}
+
+	switch c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachineScheduledCondition); {
+	case c == nil:
+		setCondition(vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachineNoCandidateReason, "waiting to be scheduled")
+	case c.Status != metav1.ConditionTrue:
+		setCondition(vm, banlieuev1.ReadyCondition, false, c.Reason, c.Message)
+	case s.migrating:
+		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachinePlacementValidCondition)
+		setCondition(vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachineMigratingReason, c.Message)
+	case !infraReady:
+		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition)
+		if c == nil {
+			setCondition(vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachineMachineNotFoundReason, "the infrastructure machine does not exist yet")
+		} else {
+			setCondition(vm, banlieuev1.ReadyCondition, false, c.Reason, c.Message)
+		}
+	case !powerMatches:
+		setCondition(vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachinePowerStateMismatchReason,
+			fmt.Sprintf("the VM is %s, waiting for %s", powerOrUnknown(vm.Status.ObservedPowerState), vm.Spec.DesiredPowerState))
+	default:
+		setCondition(vm, banlieuev1.ReadyCondition, true, banlieuev1.VirtualMachineRunningReason, "")
+	}
+}
+
+func powerOrUnknown(p banlieuev1.PowerState) string {
+	if p == "" {
+		return "in an unknown power state"
+	}
+	return string(p)
+}

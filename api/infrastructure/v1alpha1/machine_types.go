@@ -138,11 +138,13 @@ type MachineSpec struct {
 
 	// disks are the machine's disks; the first one is the boot disk.
 	// +optional
+	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	Disks []MachineDisk `json:"disks,omitempty"`
 
 	// interfaces are the machine's network interfaces, in order.
 	// +optional
+	// +kubebuilder:validation:MaxItems=10
 	// +listType=atomic
 	Interfaces []MachineInterface `json:"interfaces,omitempty"`
 

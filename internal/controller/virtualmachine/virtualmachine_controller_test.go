@@ -1,0 +1,372 @@
+package virtualmachine
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
+)
+
+func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
+	f := newFixture(t)
+	class := f.class("large", func(c *banlieuev1.VMClass) {
+		c.Spec.Firmware = banlieuev1.FirmwareEFI
+		c.Spec.Hardware.Disks = append(c.Spec.Hardware.Disks, banlieuev1.Disk{Name: "data", SizeGiB: 100, StorageClass: "fast", Provisioning: banlieuev1.DiskProvisioningThick})
+	})
+	image := f.image("ubuntu")
+	f.provider("p1", []banlieuev1.FailureDomain{fd("fd-a", "zone", "a")})
+	secretRef := &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}, Key: "user-data"}
+	f.vm("web", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.UserData = secretRef })
+
+	vm := f.eventuallyVM("web", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+		g.Expect(condition(vm, banlieuev1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	})
+	m := f.machine("web")
+	f.g.Expect(m).NotTo(BeNil())
+	f.g.Expect(metav1.IsControlledBy(m, vm)).To(BeTrue(), "the VM controls its machine")
+	f.g.Expect(m.Spec.MachineSpec).To(Equal(infrav1.MachineSpec{
+		ProviderRef:   infrav1.ProviderRef{Namespace: f.ns, Name: "p1"},
+		FailureDomain: "fd-a",
+		Image:         infrav1.MachineImage{Name: image.Name, Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-tpl"},
+		Hardware:      infrav1.MachineHardware{CPUs: 2, MemoryMiB: 4096, Firmware: banlieuev1.FirmwareEFI},
+		Disks: []infrav1.MachineDisk{
+			{Name: "root", SizeGiB: 20, Provisioning: banlieuev1.DiskProvisioningThin, StorageClass: "fast", Target: map[string]string{"datastore": "ds-p1"}},
+			{Name: "data", SizeGiB: 100, Provisioning: banlieuev1.DiskProvisioningThick, StorageClass: "fast", Target: map[string]string{"datastore": "ds-p1"}},
+		},
+		Interfaces: []infrav1.MachineInterface{{Name: "eth0", NetworkClass: "prod", Target: map[string]string{"portgroup": "pg-p1"}}},
+		PowerState: banlieuev1.PowerStatePoweredOn,
+		UserData:   secretRef,
+		ProviderID: "test://" + string(m.UID),
+	}))
+	f.g.Expect(vm.Status.ProviderID).To(Equal("test://" + string(m.UID)))
+	f.g.Expect(vm.Status.Addresses).To(Equal([]banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "192.0.2.10"}}))
+	f.g.Expect(vm.Status.InfrastructureRef).To(Equal(&banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "web"}))
+	f.g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOn))
+	f.g.Expect(*vm.Status.Initialization.Provisioned).To(BeTrue())
+	f.g.Expect(vm.Status.ObservedGeneration).To(Equal(vm.Generation))
+
+	// An idle VM is not written again.
+	rv := vm.ResourceVersion
+	time.Sleep(time.Second)
+	f.eventuallyVM("web", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.ResourceVersion).To(Equal(rv)) })
+}
+
+func TestMachineNotReadyYetKeepsTheVMProvisioning(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	f.vm("slow", class, image, func(vm *banlieuev1.VirtualMachine) {
+		vm.Annotations = map[string]string{}
+	})
+	// Hold the machine before the test provider reports it ready: create it first.
+	f.eventuallyVM("slow", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(BeElementOf(banlieuev1.PhaseProvisioning, banlieuev1.PhaseRunning))
+	})
+	f.g.Expect(f.machine("slow")).NotTo(BeNil())
+}
+
+func TestPowerStateChangeReachesTheMachine(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	vm := f.vm("box", class, image)
+	f.eventuallyVM("box", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff })
+	f.eventuallyVM("box", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseStopped))
+		g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOff))
+		g.Expect(condition(vm, banlieuev1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	})
+	f.g.Expect(f.machine("box").Spec.PowerState).To(Equal(banlieuev1.PowerStatePoweredOff))
+}
+
+func TestClassResizeUpdatesTheMachine(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	f.vm("grow", class, image)
+	f.scheduledOn("grow", "p1", "")
+	f.update(class, func() { class.Spec.Hardware.CPUs = 8 })
+	f.g.Eventually(func() int32 { return f.machine("grow").Spec.Hardware.CPUs }, 10*time.Second).Should(Equal(int32(8)))
+}
+
+func TestNoCandidateNamesEveryProviderAndWhy(t *testing.T) {
+	f := newFixture(t)
+	class := f.class("c", func(c *banlieuev1.VMClass) { c.Spec.Features = []string{"gpu"} })
+	image := f.image("i")
+	f.provider("a-paused", nil, func(p *banlieuev1.Provider) { p.Spec.Paused = true })
+	f.provider("b-unclaimed", nil, func(p *banlieuev1.Provider) {
+		p.Status.MachineKind = &banlieuev1.MachineKind{}
+	})
+	f.provider("c-nogpu", nil)
+	f.provider("d-notready", nil, func(p *banlieuev1.Provider) {
+		p.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ReadyCondition, Status: metav1.ConditionFalse, Reason: "Unreachable", Message: "connection refused", LastTransitionTime: metav1.Now()}}
+	})
+	f.vm("nowhere", class, image)
+	vm := f.eventuallyVM("nowhere", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		c := condition(vm, banlieuev1.VirtualMachineScheduledCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(banlieuev1.VirtualMachineNoCandidateReason))
+	})
+	msg := condition(vm, banlieuev1.VirtualMachineScheduledCondition).Message
+	for _, want := range []string{
+		f.ns + "/a-paused: paused",
+		f.ns + "/c-nogpu: feature \"gpu\" is not in its capabilities",
+		f.ns + "/d-notready: not Ready (connection refused)",
+	} {
+		f.g.Expect(msg).To(ContainSubstring(want))
+	}
+	f.g.Expect(msg).To(ContainSubstring(f.ns + "/b-unclaimed"))
+	f.g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseScheduling))
+	f.g.Expect(condition(vm, banlieuev1.ReadyCondition).Status).To(Equal(metav1.ConditionFalse))
+	f.g.Expect(f.machine("nowhere")).To(BeNil())
+}
+
+func TestMissingClassIsReported(t *testing.T) {
+	f := newFixture(t)
+	image := f.image("i")
+	f.provider("p1", nil)
+	f.vm("orphan", &banlieuev1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: f.name("absent")}}, image)
+	f.eventuallyVM("orphan", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		c := condition(vm, banlieuev1.VirtualMachineScheduledCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(banlieuev1.VirtualMachineClassNotFoundReason))
+	})
+	// Creating the class later schedules the VM: the class watch finds it.
+	f.class("absent")
+	f.scheduledOn("orphan", "p1", "")
+}
+
+func TestNamespaceSelectorAdmitsOnlyMatchingNamespaces(t *testing.T) {
+	f := newFixture(t, "team", "blue")
+	class, image := f.class("c"), f.image("i")
+	f.provider("red-only", nil, func(p *banlieuev1.Provider) {
+		p.Spec.NamespaceSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"team": "red"}}
+	})
+	f.provider("blue-ok", nil, func(p *banlieuev1.Provider) {
+		p.Spec.NamespaceSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"team": "blue"}}
+	})
+	f.vm("v", class, image)
+	f.scheduledOn("v", "blue-ok", "")
+}
+
+func TestFailureDomainSelector(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", []banlieuev1.FailureDomain{fd("fd-a", "zone", "a"), fd("fd-b", "zone", "b")})
+	f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
+		vm.Spec.Placement.FailureDomainSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"zone": "b"}}
+	})
+	f.scheduledOn("v", "p1", "fd-b")
+}
+
+func TestRequiredAntiAffinityComparesTopologyValuesAndExcludesTheVMItself(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	// fd-a1 and fd-a2 share zone a; fd-b is alone in zone b.
+	f.provider("p1", []banlieuev1.FailureDomain{fd("fd-a1", "zone", "a"), fd("fd-a2", "zone", "a"), fd("fd-b", "zone", "b")})
+	anti := func(vm *banlieuev1.VirtualMachine) {
+		vm.Spec.Placement.AntiAffinity = []banlieuev1.AntiAffinityTerm{{
+			TopologyKey: "zone", Mode: banlieuev1.AntiAffinityRequired,
+			LabelSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+		}}
+	}
+	f.vm("db-1", class, image, anti)
+	first := f.eventuallyVM("db-1", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled).NotTo(BeNil()) })
+	f.vm("db-2", class, image, anti)
+	second := f.eventuallyVM("db-2", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled).NotTo(BeNil()) })
+	zone := func(fd string) string { return map[string]string{"fd-a1": "a", "fd-a2": "a", "fd-b": "b"}[fd] }
+	f.g.Expect(zone(first.Status.Scheduled.FailureDomain)).NotTo(Equal(zone(second.Status.Scheduled.FailureDomain)))
+
+	// A third VM has nowhere to go: both zones are taken.
+	f.vm("db-3", class, image, anti)
+	vm := f.eventuallyVM("db-3", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		c := condition(vm, banlieuev1.VirtualMachineScheduledCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+	})
+	f.g.Expect(condition(vm, banlieuev1.VirtualMachineScheduledCondition).Message).To(ContainSubstring("required anti-affinity on zone="))
+	// The placed VMs stay valid: a VM never conflicts with itself.
+	f.eventuallyVM("db-1", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(condition(vm, banlieuev1.VirtualMachinePlacementValidCondition).Status).To(Equal(metav1.ConditionTrue))
+	})
+}
+
+func TestPreferredAntiAffinityAndSpreadAcrossFailureDomains(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", []banlieuev1.FailureDomain{fd("fd-a", "host", "h1"), fd("fd-b", "host", "h2")})
+	pref := func(vm *banlieuev1.VirtualMachine) {
+		vm.Spec.Placement.AntiAffinity = []banlieuev1.AntiAffinityTerm{{
+			TopologyKey: "host", Mode: banlieuev1.AntiAffinityPreferred,
+			LabelSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+		}}
+	}
+	f.vm("a", class, image, pref)
+	f.scheduledOn("a", "p1", "fd-a") // name order breaks the tie
+	f.vm("b", class, image, pref)
+	f.scheduledOn("b", "p1", "fd-b") // preferred anti-affinity
+	f.vm("c", class, image, pref)
+	f.eventuallyVM("c", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled).NotTo(BeNil()) }) // preferred only: still placed
+
+	// Without anti-affinity, VMs spread to the failure domain with the fewest VMs.
+	g := newFixture(t)
+	gc, gi := g.class("c"), g.image("i")
+	g.provider("p1", []banlieuev1.FailureDomain{fd("fd-a"), fd("fd-b"), fd("fd-c")})
+	for _, n := range []string{"s1", "s2", "s3"} {
+		g.vm(n, gc, gi, func(vm *banlieuev1.VirtualMachine) { vm.Labels = nil })
+		g.eventuallyVM(n, func(gm Gomega, vm *banlieuev1.VirtualMachine) { gm.Expect(vm.Status.Scheduled).NotTo(BeNil()) })
+	}
+	seen := map[string]bool{}
+	for _, n := range []string{"s1", "s2", "s3"} {
+		seen[g.scheduledOnAny(n)] = true
+	}
+	g.g.Expect(seen).To(HaveLen(3), "three VMs over three empty failure domains take one each")
+}
+
+func (f *fixture) scheduledOnAny(name string) string {
+	return f.eventuallyVM(name, func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled).NotTo(BeNil()) }).Status.Scheduled.FailureDomain
+}
+
+func TestPlacementIsStickyWhenABetterProviderAppears(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("m-first", nil)
+	f.vm("v1", class, image)
+	f.vm("v2", class, image)
+	f.scheduledOn("v1", "m-first", "")
+	f.scheduledOn("v2", "m-first", "")
+	f.provider("a-new", nil) // empty and first in name order
+	time.Sleep(time.Second)
+	f.scheduledOn("v1", "m-first", "")
+	f.scheduledOn("v2", "m-first", "")
+}
+
+func moveSelector(f *fixture, vm *banlieuev1.VirtualMachine, to string) {
+	f.update(vm, func() {
+		vm.Spec.Placement.ProviderSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"suite": f.ns, "name": to}}
+	})
+}
+
+func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
+	t.Run("automatic deletes the old machine, waits for it and places the VM anew", func(t *testing.T) {
+		f := newFixture(t)
+		class, image := f.class("c"), f.image("i")
+		f.provider("old", nil)
+		f.provider("new", nil)
+		vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
+			vm.Spec.Placement.ProviderSelector.MatchLabels["name"] = "old"
+		})
+		f.scheduledOn("v", "old", "")
+		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+		// Hold the old machine's deletion so the Migrating phase can be seen.
+		m := f.machine("v")
+		f.update(m, func() { m.Annotations = map[string]string{testv1.HoldDeletionAnnotation: ""} })
+		moveSelector(f, vm, "new")
+		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+			g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseMigrating))
+			g.Expect(vm.Status.Scheduled.ProviderName).To(Equal("old"))
+		})
+		f.update(m, func() { delete(m.Annotations, testv1.HoldDeletionAnnotation) })
+		f.scheduledOn("v", "new", "")
+		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+		f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("new"))
+	})
+	t.Run("manual waits for the migrate annotation", func(t *testing.T) {
+		f := newFixture(t)
+		class, image := f.class("c"), f.image("i")
+		f.provider("old", nil)
+		f.provider("new", nil)
+		vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
+			vm.Spec.MigrationPolicy = banlieuev1.MigrationPolicyManual
+			vm.Spec.Placement.ProviderSelector.MatchLabels["name"] = "old"
+		})
+		f.scheduledOn("v", "old", "")
+		moveSelector(f, vm, "new")
+		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+			c := condition(vm, banlieuev1.VirtualMachinePlacementValidCondition)
+			g.Expect(c.Reason).To(Equal(banlieuev1.VirtualMachineWaitingForMigrateApprovalReason))
+			g.Expect(c.Message).To(ContainSubstring("banlieue.io/migrate=true"))
+		})
+		f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("old"))
+		f.update(vm, func() { vm.Annotations = map[string]string{banlieuev1.MigrateAnnotation: "true"} })
+		f.scheduledOn("v", "new", "")
+		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+			g.Expect(vm.Annotations).NotTo(HaveKey(banlieuev1.MigrateAnnotation), "the approval is used up")
+		})
+	})
+	t.Run("never keeps the old machine and reports PlacementValid=False", func(t *testing.T) {
+		f := newFixture(t)
+		class, image := f.class("c"), f.image("i")
+		f.provider("old", nil)
+		f.provider("new", nil)
+		vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
+			vm.Spec.MigrationPolicy = banlieuev1.MigrationPolicyNever
+			vm.Spec.Placement.ProviderSelector.MatchLabels["name"] = "old"
+		})
+		f.scheduledOn("v", "old", "")
+		moveSelector(f, vm, "new")
+		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+			c := condition(vm, banlieuev1.VirtualMachinePlacementValidCondition)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(banlieuev1.VirtualMachinePlacementInvalidReason))
+			g.Expect(c.Message).To(ContainSubstring("not selected by placement.providerSelector"))
+		})
+		f.scheduledOn("v", "old", "")
+		f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("old"))
+	})
+}
+
+func TestProviderDeletedMovesItsVMs(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	gone := f.provider("a-gone", nil)
+	f.vm("v", class, image)
+	f.scheduledOn("v", "a-gone", "")
+	f.provider("b-stays", nil)
+	f.g.Expect(k8s.Delete(f.ctx, gone)).To(Succeed())
+	f.scheduledOn("v", "b-stays", "")
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+}
+
+func TestDeletionWaitsForTheMachine(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	vm := f.vm("v", class, image)
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	m := f.machine("v")
+	f.update(m, func() { m.Annotations = map[string]string{testv1.HoldDeletionAnnotation: ""} })
+	f.g.Expect(k8s.Delete(f.ctx, vm)).To(Succeed())
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseDeleting))
+		g.Expect(f.machine("v").DeletionTimestamp).NotTo(BeNil())
+	})
+	time.Sleep(500 * time.Millisecond)
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {}) // still there while the machine is held
+	f.update(m, func() { delete(m.Annotations, testv1.HoldDeletionAnnotation) })
+	f.g.Eventually(func() bool {
+		return k8s.Get(f.ctx, clientKey(vm), &banlieuev1.VirtualMachine{}) != nil
+	}, 10*time.Second).Should(BeTrue())
+	f.g.Expect(f.machine("v")).To(BeNil())
+}
+
+func TestPausedVMIsLeftAlone(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = true })
+	time.Sleep(time.Second)
+	got := f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {})
+	f.g.Expect(got.Status.Scheduled).To(BeNil())
+	f.g.Expect(f.machine("v")).To(BeNil())
+	f.update(vm, func() { vm.Spec.Paused = false })
+	f.scheduledOn("v", "p1", "")
+}

@@ -57,8 +57,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		before = m.DeepCopy()
 	}
-	if _, held := m.Annotations[testv1.HoldReadyAnnotation]; held {
-		return ctrl.Result{}, nil
+	p := &banlieuev1.Provider{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Spec.ProviderRef.Namespace, Name: m.Spec.ProviderRef.Name}, p); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to get Provider: %w", err)
+	}
+	if p.Spec.Parameters[testv1.HoldReadyParameter] == "true" {
+		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+			Type: banlieuev1.ReadyCondition, Status: metav1.ConditionFalse, Reason: "Cloning", Message: "clone in progress", ObservedGeneration: m.Generation,
+		})
+		return ctrl.Result{}, r.patchStatus(ctx, before, m)
 	}
 	m.Status.Initialization.Provisioned = ptr.To(true)
 	m.Status.FailureDomain = m.Spec.FailureDomain
@@ -68,8 +75,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Type: banlieuev1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Provisioned", ObservedGeneration: m.Generation,
 	})
 	m.Status.ObservedGeneration = m.Generation
+	return ctrl.Result{}, r.patchStatus(ctx, before, m)
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, before, m *testv1.TestMachine) error {
 	if equality.Semantic.DeepEqual(before.Status, m.Status) {
-		return ctrl.Result{}, nil
+		return nil
 	}
-	return ctrl.Result{}, r.Client.Status().Patch(ctx, m, client.MergeFrom(before))
+	return r.Client.Status().Patch(ctx, m, client.MergeFrom(before))
 }

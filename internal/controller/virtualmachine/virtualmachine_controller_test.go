@@ -60,15 +60,23 @@ func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
 func TestMachineNotReadyYetKeepsTheVMProvisioning(t *testing.T) {
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")
-	f.provider("p1", nil)
-	f.vm("slow", class, image, func(vm *banlieuev1.VirtualMachine) {
-		vm.Annotations = map[string]string{}
+	p := f.provider("p1", nil, func(p *banlieuev1.Provider) {
+		p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"}
 	})
-	// Hold the machine before the test provider reports it ready: create it first.
+	f.vm("slow", class, image)
 	f.eventuallyVM("slow", func(g Gomega, vm *banlieuev1.VirtualMachine) {
-		g.Expect(vm.Status.Phase).To(BeElementOf(banlieuev1.PhaseProvisioning, banlieuev1.PhaseRunning))
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseProvisioning))
+		ready := condition(vm, banlieuev1.ReadyCondition)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal("Cloning"), "Ready carries the machine's own reason")
+		g.Expect(ready.Message).To(Equal("clone in progress"))
 	})
-	f.g.Expect(f.machine("slow")).NotTo(BeNil())
+	f.update(p, func() { p.Spec.Parameters = nil })
+	m := f.machine("slow")
+	f.update(m, func() { m.Labels = map[string]string{"poke": "1"} }) // the test provider does not watch Providers
+	f.eventuallyVM("slow", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
 }
 
 func TestPowerStateChangeReachesTheMachine(t *testing.T) {
@@ -76,7 +84,9 @@ func TestPowerStateChangeReachesTheMachine(t *testing.T) {
 	class, image := f.class("c"), f.image("i")
 	f.provider("p1", nil)
 	vm := f.vm("box", class, image)
-	f.eventuallyVM("box", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.eventuallyVM("box", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
 	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff })
 	f.eventuallyVM("box", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseStopped))
@@ -265,7 +275,9 @@ func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
 			vm.Spec.Placement.ProviderSelector.MatchLabels["name"] = "old"
 		})
 		f.scheduledOn("v", "old", "")
-		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+			g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+		})
 		// Hold the old machine's deletion so the Migrating phase can be seen.
 		m := f.machine("v")
 		f.update(m, func() { m.Annotations = map[string]string{testv1.HoldDeletionAnnotation: ""} })
@@ -276,7 +288,9 @@ func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
 		})
 		f.update(m, func() { delete(m.Annotations, testv1.HoldDeletionAnnotation) })
 		f.scheduledOn("v", "new", "")
-		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+			g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+		})
 		f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("new"))
 	})
 	t.Run("manual waits for the migrate annotation", func(t *testing.T) {
@@ -333,7 +347,9 @@ func TestProviderDeletedMovesItsVMs(t *testing.T) {
 	f.provider("b-stays", nil)
 	f.g.Expect(k8s.Delete(f.ctx, gone)).To(Succeed())
 	f.scheduledOn("v", "b-stays", "")
-	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
 }
 
 func TestDeletionWaitsForTheMachine(t *testing.T) {
@@ -341,7 +357,9 @@ func TestDeletionWaitsForTheMachine(t *testing.T) {
 	class, image := f.class("c"), f.image("i")
 	f.provider("p1", nil)
 	vm := f.vm("v", class, image)
-	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
 	m := f.machine("v")
 	f.update(m, func() { m.Annotations = map[string]string{testv1.HoldDeletionAnnotation: ""} })
 	f.g.Expect(k8s.Delete(f.ctx, vm)).To(Succeed())

@@ -22,8 +22,9 @@ func AddToScheme(s *runtime.Scheme) error {
 // releasing it, as a slow backend would.
 const HoldDeletionAnnotation = "test.banlieue.io/hold-deletion"
 
-// HoldReadyAnnotation, while present, keeps the test provider from reporting the machine ready.
-const HoldReadyAnnotation = "test.banlieue.io/hold-ready"
+// HoldReadyParameter, set to "true" in a Provider's parameters, keeps the test provider
+// from reporting that Provider's machines provisioned, as a slow clone would.
+const HoldReadyParameter = "holdReady"
 
 // TestMachineSpec is the machine contract's spec.
 type TestMachineSpec struct {

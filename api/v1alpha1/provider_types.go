@@ -66,6 +66,7 @@ type Connection struct {
 type CABundle struct {
 	// inline is the PEM bundle itself.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=262144
 	Inline string `json:"inline,omitempty"`
 

@@ -92,12 +92,13 @@ type ImageSource struct {
 	// on the backend.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="importFrom must be an http or https URL"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="importFrom must be an http or https URL with a host, e.g. https://images.example.com/jammy.qcow2"
 	ImportFrom string `json:"importFrom,omitempty"`
 
-	// checksum is the image's digest as "sha256:<hex>", checked after import.
+	// checksum is the image's digest as "sha256:<hex>" or "sha512:<hex>", checked after import.
 	// +optional
-	// +kubebuilder:validation:Pattern=`^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`
+	// +kubebuilder:validation:MaxLength=135
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$')",message="checksum must be sha256:<64 lowercase hex digits> or sha512:<128 lowercase hex digits>"
 	Checksum string `json:"checksum,omitempty"`
 }
 

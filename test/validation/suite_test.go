@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 )
 
 // testNamespace is where namespaced objects (VirtualMachine, Provider) are created.
@@ -105,7 +105,7 @@ var namespacedKinds = map[string]bool{
 // testNamespace when the manifest names none, as kubectl apply would.
 func fromYAML(t *testing.T, manifest string) *unstructured.Unstructured {
 	t.Helper()
-	data, err := yaml.YAMLToJSON([]byte(manifest))
+	data, err := utilyaml.ToJSON([]byte(manifest))
 	if err != nil {
 		t.Fatalf("manifest is not valid YAML: %v\n%s", err, manifest)
 	}

@@ -252,7 +252,7 @@ func (s *Scheduler) Schedule(req *Request, load LoadFunc) (*Decision, []Rejectio
 	best, bestPenalty, bestLoad := -1, 0, 0
 	for i := range s.entries {
 		e := &s.entries[i]
-		if s.rejectProvider(pr, e) != "" {
+		if s.rejectProvider(pr, e, false) != "" {
 			continue
 		}
 		for _, d := range e.domains {
@@ -274,7 +274,7 @@ func (s *Scheduler) Schedule(req *Request, load LoadFunc) (*Decision, []Rejectio
 	var rejections []Rejection
 	for i := range s.entries {
 		e := &s.entries[i]
-		why := s.rejectProvider(pr, e)
+		why := s.rejectProvider(pr, e, false)
 		if why == "" {
 			reasons := make([]string, 0, len(e.domains))
 			for _, d := range e.domains {
@@ -300,7 +300,7 @@ func (s *Scheduler) validate(pr *prepared, loc Location) (*Decision, string) {
 		return nil, fmt.Sprintf("Provider %s no longer exists", loc.ProviderKey())
 	}
 	e := &s.entries[i]
-	if why := s.rejectProvider(pr, e); why != "" {
+	if why := s.rejectProvider(pr, e, true); why != "" {
 		return nil, fmt.Sprintf("Provider %s: %s", loc.ProviderKey(), why)
 	}
 	d, ok := s.index[loc]
@@ -313,18 +313,24 @@ func (s *Scheduler) validate(pr *prepared, loc Location) (*Decision, string) {
 	return &Decision{Location: loc, Provider: e.p}, ""
 }
 
-// rejectProvider returns why the Provider as a whole cannot take the VM, or "".
-func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry) string {
+// rejectProvider returns why the Provider as a whole cannot take the VM, or "". For a
+// VM already placed there (placed), only what the user or the admin declared counts: a
+// Provider that is paused, unclaimed, not Ready or whose image row is not ready keeps
+// its VMs, since moving a VM deletes its machine and a backend outage is not a reason.
+func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) string {
 	req, p := pr.req, e.p
 	switch {
 	case req.ProviderSelector != nil && !req.ProviderSelector.Matches(labels.Set(p.Labels)):
 		return "not selected by placement.providerSelector"
+	case placed:
 	case p.Spec.Paused:
 		return "paused"
 	case p.Status.MachineKind == nil:
 		return fmt.Sprintf("no provider controller for class %q has claimed it (status.machineKind is empty)", p.Spec.ProviderClassRef.Name)
 	case !apimeta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ReadyCondition):
 		return "not Ready" + conditionDetail(apimeta.FindStatusCondition(p.Status.Conditions, banlieuev1.ReadyCondition))
+	}
+	switch {
 	case e.nsSelectorErr != nil:
 		return fmt.Sprintf("its namespaceSelector is invalid: %v", e.nsSelectorErr)
 	case e.nsSelector != nil && !e.nsSelector.Matches(req.NamespaceLabels):
@@ -335,7 +341,9 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry) string {
 	if src == nil {
 		return fmt.Sprintf("image %s has no source for provider class %q", req.Image.Name, class)
 	}
-	if row := pr.rows[providerKey{p.Namespace, p.Name}]; row != nil && !row.Ready {
+	if row := pr.rows[providerKey{p.Namespace, p.Name}]; placed {
+		// An image that stops being ready does not move the VMs already made from it.
+	} else if row != nil && !row.Ready {
 		return fmt.Sprintf("image %s is not ready here: %s", req.Image.Name, cmp.Or(row.Message, row.Reason, "no reason given"))
 	} else if row == nil && src.Kind == banlieuev1.ImageSourceURL {
 		return fmt.Sprintf("image %s has not been imported here yet", req.Image.Name)

@@ -573,13 +573,13 @@ func TestSchedule(t *testing.T) {
 			want: &Location{"infra", "b", ""},
 		},
 		{
-			name: "An invalid current placement (its Provider is paused) is replaced by a valid one.",
+			name: "A current placement on a paused, not Ready Provider is kept: an outage never moves a VM.",
 			providers: []*banlieuev1.Provider{
 				provider("a"),
-				provider("b", paused()),
+				provider("b", paused(), notReady("vCenter did not answer")),
 			},
 			req:  request(current(at("b", ""))),
-			want: &Location{"infra", "a", ""},
+			want: &Location{"infra", "b", ""},
 		},
 		{
 			name:      "An invalid current placement (its failure domain is gone) moves within the same Provider.",
@@ -597,10 +597,10 @@ func TestSchedule(t *testing.T) {
 			name: "An invalid current placement with no alternative gives every Provider's reason.",
 			providers: []*banlieuev1.Provider{
 				provider("a", notReady("")),
-				provider("b", paused()),
+				provider("b", ofClass("proxmox")),
 			},
 			req:            request(current(at("b", ""))),
-			wantRejections: []Rejection{{"infra/a", "not Ready"}, {"infra/b", "paused"}},
+			wantRejections: []Rejection{{"infra/a", "not Ready"}, {"infra/b", `image ubuntu has no source for provider class "proxmox"`}},
 		},
 		{
 			name: "When no Provider fits, every Provider is listed in name order with its own reason.",
@@ -711,11 +711,18 @@ func TestValidate(t *testing.T) {
 			wantWhy:   "Provider infra/c no longer exists",
 		},
 		{
-			name:      "A location on a rejected Provider is invalid with the Provider's reason.",
+			name:      "A location on a paused Provider stays valid: pausing never moves VMs.",
 			providers: zoned,
 			req:       request(),
 			loc:       at("b", ""),
-			wantWhy:   "Provider infra/b: paused",
+			wantValid: true,
+		},
+		{
+			name:      "A location on a Provider that can no longer run the image is invalid with the Provider's reason.",
+			providers: []*banlieuev1.Provider{provider("b", ofClass("proxmox"))},
+			req:       request(),
+			loc:       at("b", ""),
+			wantWhy:   `Provider infra/b: image ubuntu has no source for provider class "proxmox"`,
 		},
 		{
 			name:      "A location whose Provider no longer matches the providerSelector is invalid.",

@@ -259,6 +259,20 @@ func TestPlacementIsStickyWhenABetterProviderAppears(t *testing.T) {
 	f.scheduledOn("v2", "m-first", "")
 }
 
+// onOldOfTwoProviders places a VM with policy on Provider "old" while "new" also exists.
+func onOldOfTwoProviders(t *testing.T, policy banlieuev1.MigrationPolicy) (*fixture, *banlieuev1.VirtualMachine) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("old", nil)
+	f.provider("new", nil)
+	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
+		vm.Spec.MigrationPolicy = policy
+		vm.Spec.Placement.ProviderSelector.MatchLabels["name"] = "old"
+	})
+	f.scheduledOn("v", "old", "")
+	return f, vm
+}
+
 func moveSelector(f *fixture, vm *banlieuev1.VirtualMachine, to string) {
 	f.update(vm, func() {
 		vm.Spec.Placement.ProviderSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"suite": f.ns, "name": to}}
@@ -267,14 +281,7 @@ func moveSelector(f *fixture, vm *banlieuev1.VirtualMachine, to string) {
 
 func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
 	t.Run("automatic deletes the old machine, waits for it and places the VM anew", func(t *testing.T) {
-		f := newFixture(t)
-		class, image := f.class("c"), f.image("i")
-		f.provider("old", nil)
-		f.provider("new", nil)
-		vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
-			vm.Spec.Placement.ProviderSelector.MatchLabels["name"] = "old"
-		})
-		f.scheduledOn("v", "old", "")
+		f, vm := onOldOfTwoProviders(t, banlieuev1.MigrationPolicyAutomatic)
 		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 			g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
 		})
@@ -294,15 +301,7 @@ func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
 		f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("new"))
 	})
 	t.Run("manual waits for the migrate annotation", func(t *testing.T) {
-		f := newFixture(t)
-		class, image := f.class("c"), f.image("i")
-		f.provider("old", nil)
-		f.provider("new", nil)
-		vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
-			vm.Spec.MigrationPolicy = banlieuev1.MigrationPolicyManual
-			vm.Spec.Placement.ProviderSelector.MatchLabels["name"] = "old"
-		})
-		f.scheduledOn("v", "old", "")
+		f, vm := onOldOfTwoProviders(t, banlieuev1.MigrationPolicyManual)
 		moveSelector(f, vm, "new")
 		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 			c := condition(vm, banlieuev1.VirtualMachinePlacementValidCondition)
@@ -317,15 +316,7 @@ func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
 		})
 	})
 	t.Run("never keeps the old machine and reports PlacementValid=False", func(t *testing.T) {
-		f := newFixture(t)
-		class, image := f.class("c"), f.image("i")
-		f.provider("old", nil)
-		f.provider("new", nil)
-		vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
-			vm.Spec.MigrationPolicy = banlieuev1.MigrationPolicyNever
-			vm.Spec.Placement.ProviderSelector.MatchLabels["name"] = "old"
-		})
-		f.scheduledOn("v", "old", "")
+		f, vm := onOldOfTwoProviders(t, banlieuev1.MigrationPolicyNever)
 		moveSelector(f, vm, "new")
 		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 			c := condition(vm, banlieuev1.VirtualMachinePlacementValidCondition)
@@ -387,4 +378,26 @@ func TestPausedVMIsLeftAlone(t *testing.T) {
 	f.g.Expect(f.machine("v")).To(BeNil())
 	f.update(vm, func() { vm.Spec.Paused = false })
 	f.scheduledOn("v", "p1", "")
+}
+
+func TestAnUnhealthyOrPausedProviderKeepsItsVMs(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	p := f.provider("b-home", nil)
+	f.vm("v", class, image)
+	f.scheduledOn("v", "b-home", "")
+	f.provider("a-other", nil)
+	f.g.Eventually(func() error {
+		if err := k8s.Get(f.ctx, clientKey(p), p); err != nil {
+			return err
+		}
+		p.Status.Conditions[0].Status = metav1.ConditionFalse
+		p.Status.Conditions[0].Reason = "Unreachable"
+		return k8s.Status().Update(f.ctx, p)
+	}, 10*time.Second).Should(Succeed())
+	f.update(p, func() { p.Spec.Paused = true })
+	time.Sleep(time.Second)
+	vm := f.scheduledOn("v", "b-home", "")
+	f.g.Expect(condition(vm, banlieuev1.VirtualMachinePlacementValidCondition).Status).To(Equal(metav1.ConditionTrue))
+	f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("b-home"))
 }

@@ -38,23 +38,23 @@ type scope struct {
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	vm := s.vm
-	class := &banlieuev1.VMClass{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, class); err != nil {
-		if apierrors.IsNotFound(err) {
-			setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, banlieuev1.VirtualMachineClassNotFoundReason,
-				fmt.Sprintf("VMClass %s does not exist", vm.Spec.ClassRef.Name))
-			return r.mirror(ctx, s)
+	class, image := &banlieuev1.VMClass{}, &banlieuev1.VMImage{}
+	for _, ref := range []struct {
+		obj    client.Object
+		name   string
+		kind   string
+		reason string
+	}{
+		{class, vm.Spec.ClassRef.Name, "VMClass", banlieuev1.VirtualMachineClassNotFoundReason},
+		{image, vm.Spec.ImageRef.Name, "VMImage", banlieuev1.VirtualMachineImageNotFoundReason},
+	} {
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.name}, ref.obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, ref.reason, fmt.Sprintf("%s %s does not exist", ref.kind, ref.name))
+				return r.mirror(ctx, s)
+			}
+			return fmt.Errorf("failed to get %s %s: %w", ref.kind, ref.name, err)
 		}
-		return fmt.Errorf("failed to get VMClass %s: %w", vm.Spec.ClassRef.Name, err)
-	}
-	image := &banlieuev1.VMImage{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, image); err != nil {
-		if apierrors.IsNotFound(err) {
-			setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, banlieuev1.VirtualMachineImageNotFoundReason,
-				fmt.Sprintf("VMImage %s does not exist", vm.Spec.ImageRef.Name))
-			return r.mirror(ctx, s)
-		}
-		return fmt.Errorf("failed to get VMImage %s: %w", vm.Spec.ImageRef.Name, err)
 	}
 	providers, err := r.providers(ctx)
 	if err != nil {

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that banlieue's tests need, when they are missing and we
+# run as root. The core suite needs none: Kubernetes itself is built from source by
+# hack/envtest.sh. Provider suites add their packages (e.g. libvirt-daemon) here.
+set -euo pipefail
+
+packages=()
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+	exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+	echo "deps: missing Debian packages ${missing[*]}; install them or run as root" >&2
+	exit 1
+fi
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

@@ -8,8 +8,8 @@ import (
 // removed once the VM's infrastructure machine is gone.
 const VirtualMachineFinalizer = "banlieue.io/virtualmachine"
 
-// MigrateAnnotation, set to "true" on a VM with migrationPolicy manual, allows the core
-// controller to move it to its new placement.
+// MigrateAnnotation is the annotation that, set to "true" on a VM with migrationPolicy
+// manual, allows the core controller to move it to its new placement.
 const MigrateAnnotation = "banlieue.io/migrate"
 
 // MigrationPolicy says what happens when a VM's placement is no longer valid.

@@ -46,7 +46,7 @@ func newDevCommand() *cobra.Command {
 			if !mgr.GetCache().WaitForCacheSync(cmd.Context()) {
 				return errors.Join(errors.New("the controller's cache did not sync"), <-done)
 			}
-			fmt.Fprintf(os.Stdout, "banlieue dev: ready in %s\n\nNext:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl apply -f examples/\n  kubectl get banlieue\n\nCtrl-C stops everything.\n",
+			fmt.Printf("banlieue dev: ready in %s\n\nNext:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl apply -f examples/\n  kubectl get banlieue\n\nCtrl-C stops everything.\n",
 				time.Since(start).Round(100*time.Millisecond), env.Kubeconfig, env.Kubectl)
 			return <-done
 		},

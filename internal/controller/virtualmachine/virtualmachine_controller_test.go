@@ -261,6 +261,7 @@ func TestPlacementIsStickyWhenABetterProviderAppears(t *testing.T) {
 
 // onOldOfTwoProviders places a VM with policy on Provider "old" while "new" also exists.
 func onOldOfTwoProviders(t *testing.T, policy banlieuev1.MigrationPolicy) (*fixture, *banlieuev1.VirtualMachine) {
+	t.Helper()
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")
 	f.provider("old", nil)

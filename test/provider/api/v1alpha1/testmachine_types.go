@@ -18,11 +18,11 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
-// HoldDeletionAnnotation, while present on a TestMachine, keeps the test provider from
+// HoldDeletionAnnotation is an annotation that, while present on a TestMachine, keeps the test provider from
 // releasing it, as a slow backend would.
 const HoldDeletionAnnotation = "test.banlieue.io/hold-deletion"
 
-// HoldReadyParameter, set to "true" in a Provider's parameters, keeps the test provider
+// HoldReadyParameter is a Provider parameter that, set to "true", keeps the test provider
 // from reporting that Provider's machines provisioned, as a slow clone would.
 const HoldReadyParameter = "holdReady"
 

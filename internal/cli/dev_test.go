@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+
+// TestDevServesKubectlAndStopsCleanly runs 'banlieue dev' as a user would: it waits for
+// the ready line, applies the examples with the kubectl the project built, sees the VM
+// explain why it cannot be scheduled, then stops it and checks the API server is gone.
+func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests through 'make test'")
+		}
+		t.Skip("KUBEBUILDER_ASSETS is not set (make test sets it)")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := newRootCommand()
+	cmd.SetArgs([]string{"dev", "--assets", assets, "--dir", dir, "--crds", filepath.Join("..", "..", "config", "crd", "bases")})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(kubeconfig); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("banlieue dev exited before it was ready: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("banlieue dev did not write its kubeconfig within a minute")
+		}
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(filepath.Join(assets, "kubectl"), args...)
+		c.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	kubectl("apply", "-f", filepath.Join("..", "..", "examples"))
+	var msg string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		msg = kubectl("get", "vm", "db-prod-01", "-o", `jsonpath={.status.conditions[?(@.type=="Scheduled")].message}`)
+		if msg != "" {
+			break
+		}
+	}
+	if want := `infra/vcenter-dc1: no provider controller for class "vsphere" has claimed it`; !strings.Contains(msg, want) {
+		t.Fatalf("Scheduled message = %q, want it to contain %q", msg, want)
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("banlieue dev stopped with %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("banlieue dev did not stop within a minute of its context ending")
+	}
+	if conn, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
+		_ = conn.Close()
+		t.Fatalf("kube-apiserver still answers on %s after banlieue dev stopped", u.Host)
+	}
+}

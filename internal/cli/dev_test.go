@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-
 // TestDevServesKubectlAndStopsCleanly runs 'banlieue dev' as a user would: it waits for
 // the ready line, applies the examples with the kubectl the project built, sees the VM
 // explain why it cannot be scheduled, then stops it and checks the API server is gone.

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -51,10 +53,24 @@ func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
 	f.g.Expect(*vm.Status.Initialization.Provisioned).To(BeTrue())
 	f.g.Expect(vm.Status.ObservedGeneration).To(Equal(vm.Generation))
 
-	// An idle VM is not written again.
-	rv := vm.ResourceVersion
+	// Each step the user cares about is an Event on the VM.
+	f.g.Eventually(func(g Gomega) {
+		list := &eventsv1.EventList{}
+		g.Expect(k8s.List(f.ctx, list, client.InNamespace(f.ns))).To(Succeed())
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == "web" && e.Regarding.Kind == "VirtualMachine" {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		g.Expect(reasons).To(ContainElements(banlieuev1.VirtualMachineScheduledReason, "MachineCreated"))
+	}, 10*time.Second).Should(Succeed())
+
+	// An idle VM and its machine are not written again.
+	vmVersion, machineVersion := vm.ResourceVersion, m.ResourceVersion
 	time.Sleep(time.Second)
-	f.eventuallyVM("web", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.ResourceVersion).To(Equal(rv)) })
+	f.eventuallyVM("web", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.ResourceVersion).To(Equal(vmVersion)) })
+	f.g.Expect(f.machine("web").ResourceVersion).To(Equal(machineVersion))
 }
 
 func TestMachineNotReadyYetKeepsTheVMProvisioning(t *testing.T) {

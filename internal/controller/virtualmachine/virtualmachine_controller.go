@@ -2,8 +2,10 @@ package virtualmachine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -132,17 +134,27 @@ func (r *Reconciler) withStatus(ctx context.Context, vm *banlieuev1.VirtualMachi
 	if err == nil {
 		vm.Status.ObservedGeneration = vm.Generation
 	}
-	if perr := r.patchStatus(ctx, s); perr != nil {
-		return ctrl.Result{}, perr
+	if perr := r.patchStatus(ctx, s, false); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	if apierrors.IsConflict(err) {
+		// The cache is behind a write; the watch event that catches it up requeues too.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return ctrl.Result{}, err
 }
 
-func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
+// patchStatus writes the VM's status when it changed. With lock, the write fails when
+// the VM changed since it was read, so a decision taken on a stale copy is never stored.
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope, lock bool) error {
 	if s.released || equality.Semantic.DeepEqual(s.before.Status, s.vm.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, s.vm, client.MergeFrom(s.before)); err != nil {
+	var opts []client.MergeFromOption
+	if lock {
+		opts = append(opts, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.Client.Status().Patch(ctx, s.vm, client.MergeFromWithOptions(s.before, opts...)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -101,9 +101,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: kind.APIGroup, Kind: kind.Kind, Name: vm.Name}
 	setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, true, banlieuev1.VirtualMachinePlacementValidReason, "")
 	// The placement is recorded before the machine is created, so a controller that
-	// dies in between finds it again instead of placing the VM a second time.
+	// dies in between finds it again instead of placing the VM a second time. The write
+	// is conditional on the VM's resourceVersion: a reconcile working from a cache that
+	// has not seen an earlier placement yet fails here instead of placing the VM twice.
 	summarize(s)
-	if err := r.patchStatus(ctx, s); err != nil {
+	if err := r.patchStatus(ctx, s, true); err != nil {
 		return err
 	}
 	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineScheduledReason, "Schedule",

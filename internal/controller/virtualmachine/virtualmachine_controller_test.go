@@ -418,3 +418,20 @@ func TestAnUnhealthyOrPausedProviderKeepsItsVMs(t *testing.T) {
 	f.g.Expect(condition(vm, banlieuev1.VirtualMachinePlacementValidCondition).Status).To(Equal(metav1.ConditionTrue))
 	f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("b-home"))
 }
+
+func TestARecordedPlacementWithoutAMachineIsCompletedNotRedone(t *testing.T) {
+	// A controller that died after recording the placement and before creating the
+	// machine left exactly this behind; its successor must finish the job on "b",
+	// although a fresh decision would pick "a" (name order).
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("a", nil)
+	f.provider("b", nil)
+	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = true })
+	vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{ProviderNamespace: f.ns, ProviderName: "b", ProviderClass: "test", ScheduledAt: metav1.Now()}
+	vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "v"}
+	f.g.Expect(k8s.Status().Update(f.ctx, vm)).To(Succeed())
+	f.update(vm, func() { vm.Spec.Paused = false })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("b"))
+}

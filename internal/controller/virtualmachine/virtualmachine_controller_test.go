@@ -432,6 +432,8 @@ func TestARecordedPlacementWithoutAMachineIsCompletedNotRedone(t *testing.T) {
 	vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "v"}
 	f.g.Expect(k8s.Status().Update(f.ctx, vm)).To(Succeed())
 	f.update(vm, func() { vm.Spec.Paused = false })
-	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
 	f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("b"))
 }

@@ -428,12 +428,34 @@ func TestARecordedPlacementWithoutAMachineIsCompletedNotRedone(t *testing.T) {
 	f.provider("a", nil)
 	f.provider("b", nil)
 	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = true })
-	vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{ProviderNamespace: f.ns, ProviderName: "b", ProviderClass: "test", ScheduledAt: metav1.Now()}
-	vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "v"}
-	f.g.Expect(k8s.Status().Update(f.ctx, vm)).To(Succeed())
+	f.g.Eventually(func() error { // the controller adds its finalizer meanwhile
+		if err := k8s.Get(f.ctx, clientKey(vm), vm); err != nil {
+			return err
+		}
+		vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{ProviderNamespace: f.ns, ProviderName: "b", ProviderClass: "test", ScheduledAt: metav1.Now()}
+		vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "v"}
+		return k8s.Status().Update(f.ctx, vm)
+	}, 10*time.Second).Should(Succeed())
 	f.update(vm, func() { vm.Spec.Paused = false })
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
 	})
 	f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("b"))
+}
+
+func TestAPlacedVMWhoseClassIsDeletedKeepsItsMachineAndSaysWhy(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	f.vm("v", class, image)
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.g.Expect(k8s.Delete(f.ctx, class)).To(Succeed())
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		ready := condition(vm, banlieuev1.ReadyCondition)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(banlieuev1.VirtualMachineClassNotFoundReason))
+		g.Expect(condition(vm, banlieuev1.VirtualMachineScheduledCondition).Status).To(Equal(metav1.ConditionTrue))
+	})
+	f.g.Expect(f.machine("v")).NotTo(BeNil())
+	f.g.Expect(f.machine("v").DeletionTimestamp).To(BeNil())
 }

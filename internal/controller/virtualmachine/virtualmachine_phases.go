@@ -34,6 +34,9 @@ type scope struct {
 	migrating bool
 	// released is set once the finalizer is removed: the VM is no longer written.
 	released bool
+	// missingRef is set when the VM's class or image does not exist: the VM cannot be
+	// placed, or re-resolved where it is, until it does.
+	missingRef *metav1.Condition
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
@@ -50,7 +53,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	} {
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.name}, ref.obj); err != nil {
 			if apierrors.IsNotFound(err) {
-				setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, ref.reason, fmt.Sprintf("%s %s does not exist", ref.kind, ref.name))
+				s.missingRef = &metav1.Condition{Reason: ref.reason, Message: fmt.Sprintf("%s %s does not exist", ref.kind, ref.name)}
+				if vm.Status.Scheduled == nil {
+					setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, s.missingRef.Reason, s.missingRef.Message)
+				}
+				// A placed VM keeps its machine; only its Ready condition says what is wrong.
 				return r.mirror(ctx, s)
 			}
 			return fmt.Errorf("failed to get %s %s: %w", ref.kind, ref.name, err)

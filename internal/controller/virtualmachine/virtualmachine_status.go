@@ -56,6 +56,8 @@ func summarize(s *scope) {
 		setCondition(vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachineNoCandidateReason, "waiting to be scheduled")
 	case c.Status != metav1.ConditionTrue:
 		setCondition(vm, banlieuev1.ReadyCondition, false, c.Reason, c.Message)
+	case s.missingRef != nil:
+		setCondition(vm, banlieuev1.ReadyCondition, false, s.missingRef.Reason, s.missingRef.Message)
 	case s.migrating:
 		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachinePlacementValidCondition)
 		setCondition(vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachineMigratingReason, c.Message)

@@ -448,7 +448,9 @@ func TestAPlacedVMWhoseClassIsDeletedKeepsItsMachineAndSaysWhy(t *testing.T) {
 	class, image := f.class("c"), f.image("i")
 	f.provider("p1", nil)
 	f.vm("v", class, image)
-	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
 	f.g.Expect(k8s.Delete(f.ctx, class)).To(Succeed())
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		ready := condition(vm, banlieuev1.ReadyCondition)

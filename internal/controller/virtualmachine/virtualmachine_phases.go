@@ -279,7 +279,7 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 	if err := controllerutil.SetControllerReference(vm, desired, r.scheme); err != nil {
 		return fmt.Errorf("failed to set the machine's owner: %w", err)
 	}
-	if s.machine == nil || !upToDate(desired, s.machine) {
+	if s.machine == nil || !equality.Semantic.DeepDerivative(desired.Object["spec"], s.machine.Object["spec"]) {
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("failed to apply %s %s: %w", gvk.Kind, vm.Name, err)
 		}
@@ -290,14 +290,6 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 		s.machine = desired
 	}
 	return r.mirror(ctx, s)
-}
-
-// upToDate says whether the machine already has the desired spec and owner.
-func upToDate(desired, existing *unstructured.Unstructured) bool {
-	if !equality.Semantic.DeepDerivative(desired.Object["spec"], existing.Object["spec"]) {
-		return false
-	}
-	return metav1.IsControlledBy(existing, &metav1.ObjectMeta{UID: desired.GetOwnerReferences()[0].UID})
 }
 
 // machineSpec resolves the VM's class, image and placement into the contract's spec.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -19,10 +20,7 @@ func newControllerCommand() *cobra.Command {
 		Short: "Run the core controller: place VirtualMachines and create their infrastructure machines",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := ctrl.GetConfig()
-			if kubeconfig != "" {
-				cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-			}
+			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return fmt.Errorf("failed to load the kubeconfig: %w", err)
 			}
@@ -37,6 +35,9 @@ func newControllerCommand() *cobra.Command {
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "banlieue-controller.banlieue.io",
 				LeaderElectionNamespace: leaderNamespace,
+				// The process exits as soon as the manager stops, so hand the Lease over at
+				// once instead of making the next replica wait for it to expire.
+				LeaderElectionReleaseOnCancel: true,
 			})
 			if err != nil {
 				return fmt.Errorf("failed to create the manager: %w", err)
@@ -54,4 +55,13 @@ func newControllerCommand() *cobra.Command {
 	f.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time")
 	f.StringVar(&leaderNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; the pod's own when empty")
 	return cmd
+}
+
+// restConfig loads the kubeconfig at path, or when path is empty the usual chain:
+// $KUBECONFIG, the in-cluster service account, ~/.kube/config.
+func restConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	return ctrl.GetConfig()
 }

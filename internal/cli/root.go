@@ -59,8 +59,11 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// setupCore registers the core controller and the health checks with mgr.
+// setupCore registers the core controller and the health checks with mgr. It is the
+// one place the core controller is wired, shared by 'banlieue controller' and
+// 'banlieue dev': give the Reconciler any new dependency (a Recorder, options) here.
 func setupCore(ctx context.Context, mgr ctrl.Manager) error {
+	// Core controller wiring: the single place to change.
 	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return fmt.Errorf("failed to set up the VirtualMachine controller: %w", err)
 	}

@@ -42,10 +42,17 @@ func Start(o Options) (*Env, error) {
 			return nil, fmt.Errorf("envtest assets in %s are incomplete (%s missing); run 'make envtest-assets'", o.Assets, bin)
 		}
 	}
+	for _, dir := range o.CRDs {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("no CRDs at %s: pass --crds, or run from the repository's root", dir)
+		}
+	}
 	env := &envtest.Environment{BinaryAssetsDirectory: o.Assets, CRDDirectoryPaths: o.CRDs, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("failed to start the control plane: %w", err)
+		// envtest leaves etcd and kube-apiserver running when a later step (installing
+		// the CRDs) fails, so stop whatever it started.
+		return nil, errors.Join(fmt.Errorf("failed to start the control plane: %w", err), env.Stop())
 	}
 	e := &Env{Config: cfg, Kubectl: filepath.Join(o.Assets, "kubectl"), env: env}
 	if err := e.writeKubeconfig(o.Dir); err != nil {

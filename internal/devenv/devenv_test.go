@@ -1,0 +1,97 @@
+package devenv
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestStartRefusesIncompleteInput(t *testing.T) {
+	assets := t.TempDir()
+	for _, bin := range []string{"etcd", "kube-apiserver", "kubectl"} {
+		if err := os.WriteFile(filepath.Join(assets, bin), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		options Options
+		want    string
+	}{
+		{
+			name:    "no assets folder given",
+			options: Options{CRDs: []string{t.TempDir()}, Dir: t.TempDir()},
+			want:    "no envtest assets: pass --assets",
+		},
+		{
+			name:    "assets folder without the binaries",
+			options: Options{Assets: t.TempDir(), CRDs: []string{t.TempDir()}, Dir: t.TempDir()},
+			want:    "are incomplete (etcd missing)",
+		},
+		{
+			name:    "CRD folder that does not exist",
+			options: Options{Assets: assets, CRDs: []string{filepath.Join(t.TempDir(), "missing")}, Dir: t.TempDir()},
+			want:    "no CRDs at",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, err := Start(tt.options)
+			if err == nil {
+				_ = env.Stop()
+				t.Fatal("Start succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Start error = %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestStartStopsTheControlPlaneWhenACRDIsRejected checks that a CRD the API server
+// rejects leaves no etcd or kube-apiserver behind: their temporary folders, which
+// envtest removes only when it stops them, are gone.
+func TestStartStopsTheControlPlaneWhenACRDIsRejected(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests through 'make test'")
+		}
+		t.Skip("KUBEBUILDER_ASSETS is not set (make test sets it)")
+	}
+	crds := t.TempDir()
+	// No version is the storage version, so the API server rejects this CRD.
+	bad := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: things, kind: Thing}
+  versions:
+    - {name: v1, served: true, storage: false, schema: {openAPIV3Schema: {type: object}}}
+`
+	if err := os.WriteFile(filepath.Join(crds, "thing.yaml"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+
+	env, err := Start(Options{Assets: assets, CRDs: []string{crds}, Dir: t.TempDir()})
+	if err == nil {
+		_ = env.Stop()
+		t.Fatal("Start succeeded with a rejected CRD, want an error")
+	}
+	if !strings.Contains(err.Error(), "things.example.com") {
+		t.Fatalf("Start error = %q, want it to name the rejected CRD", err)
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind after a failed start: %s", e.Name())
+	}
+}

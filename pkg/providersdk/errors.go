@@ -29,7 +29,7 @@ func IsPermanent(err error) bool {
 }
 
 // InFlightError says the backend is busy with a task for the machine: the Reconciler
-// records the task and requeues after a short, growing interval.
+// records the task (when it has a Ref) and requeues after a short, growing interval.
 type InFlightError struct {
 	// Task is the task in flight.
 	Task Task
@@ -37,6 +37,9 @@ type InFlightError struct {
 
 // Error describes the task.
 func (e *InFlightError) Error() string {
+	if e.Task.Ref == "" {
+		return fmt.Sprintf("backend %s is in progress", e.Task.Operation)
+	}
 	return fmt.Sprintf("backend task %s (%s) is in flight", e.Task.Ref, e.Task.Operation)
 }
 

@@ -264,9 +264,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) e
 	case obs.Task.InFlight():
 		return &InFlightError{Task: obs.Task}
 	case !obs.Exists:
-		return &InFlightError{Task: Task{Ref: "pending", Operation: OperationCreate}}
+		return &InFlightError{Task: Task{Operation: OperationCreate}}
 	case !obs.UpToDate:
-		return &InFlightError{Task: Task{Ref: "pending", Operation: OperationUpdate}}
+		return &InFlightError{Task: Task{Operation: OperationUpdate}}
 	}
 	if err := r.writeProviderID(ctx, s, obs.ProviderID); err != nil {
 		return err
@@ -304,7 +304,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 		ctrl.LoggerFrom(ctx).Info("Deleted backend VM")
 		return errGone
 	}
-	return &InFlightError{Task: Task{Ref: "pending", Operation: OperationDelete}}
+	return &InFlightError{Task: Task{Operation: OperationDelete}}
 }
 
 // classify turns the reconcile's error into the Ready condition and a requeue.

@@ -8,4 +8,7 @@
 //
 // The package imports no backend library; it reads infrastructure machines as
 // unstructured objects through pkg/contract, so one Reconciler serves any machine kind.
+// A provider grants its controller RBAC for its machine kind (get, list, watch, patch,
+// and patch on the status subresource), for Providers (get, list, watch) and for Secrets
+// (get) in the Providers' namespaces.
 package providersdk

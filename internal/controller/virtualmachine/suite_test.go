@@ -80,7 +80,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := (&provider.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := provider.NewReconciler(mgr.GetClient(), provider.NewDriver()).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

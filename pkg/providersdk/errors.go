@@ -1,0 +1,77 @@
+package providersdk
+
+import (
+	"errors"
+	"fmt"
+)
+
+// PermanentError is a failure that retrying cannot fix: the Reconciler sets Ready=False
+// with its reason and message and does not requeue until the machine changes.
+type PermanentError struct {
+	// Reason is the Ready condition's reason; MachineFailedReason when empty.
+	Reason string
+	// Message is the Ready condition's message. It must be deterministic and hold no secret.
+	Message string
+}
+
+// Error returns the message.
+func (e *PermanentError) Error() string { return e.Message }
+
+// Permanent returns a PermanentError with reason and a message formatted from format and args.
+func Permanent(reason, format string, args ...any) error {
+	return &PermanentError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// IsPermanent reports whether err is, or wraps, a PermanentError.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// InFlightError says the backend is busy with a task for the machine: the Reconciler
+// records the task (when it has a Ref) and requeues after a short, growing interval.
+type InFlightError struct {
+	// Task is the task in flight.
+	Task Task
+}
+
+// Error describes the task.
+func (e *InFlightError) Error() string {
+	if e.Task.Ref == "" {
+		return fmt.Sprintf("backend %s is in progress", e.Task.Operation)
+	}
+	return fmt.Sprintf("backend task %s (%s) is in flight", e.Task.Ref, e.Task.Operation)
+}
+
+// InFlight returns an InFlightError for the task ref doing operation.
+func InFlight(operation, ref string) error {
+	return &InFlightError{Task: Task{Ref: ref, Operation: operation}}
+}
+
+// IsInFlight reports whether err is, or wraps, an InFlightError.
+func IsInFlight(err error) bool {
+	var f *InFlightError
+	return errors.As(err, &f)
+}
+
+// UnreachableError says the backend could not be reached: the Reconciler drops the
+// cached session, sets Ready=False and requeues with backoff.
+type UnreachableError struct {
+	// Err is the cause. Its text is shown in the Ready condition, so it must hold no secret.
+	Err error
+}
+
+// Error returns the cause's text.
+func (e *UnreachableError) Error() string { return "backend unreachable: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Unreachable wraps err as an UnreachableError.
+func Unreachable(err error) error { return &UnreachableError{Err: err} }
+
+// IsUnreachable reports whether err is, or wraps, an UnreachableError.
+func IsUnreachable(err error) bool {
+	var u *UnreachableError
+	return errors.As(err, &u)
+}

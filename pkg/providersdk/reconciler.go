@@ -1,0 +1,396 @@
+package providersdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/contract"
+)
+
+// PausedAnnotation pauses the reconciliation of a machine that carries it (Cluster API's).
+const PausedAnnotation = "cluster.x-k8s.io/paused"
+
+// Reconciler reconciles the infrastructure machines of one kind through a Driver.
+type Reconciler struct {
+	client    client.Client
+	reader    client.Reader
+	gvk       schema.GroupVersionKind
+	driver    Driver
+	finalizer string
+	sessions  *sessionCache
+
+	inFlight    workqueue.TypedRateLimiter[types.UID]
+	unreachable workqueue.TypedRateLimiter[types.UID]
+	readerSet   bool
+}
+
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithFinalizer sets the finalizer the Reconciler owns on its machines. The default is
+// "<group>/<lowercase kind>".
+func WithFinalizer(name string) Option { return func(r *Reconciler) { r.finalizer = name } }
+
+// WithSecretReader sets the reader credentials Secrets are read with. The default is the
+// manager's API reader (uncached, so no Secret is cached cluster-wide), or the client.
+func WithSecretReader(reader client.Reader) Option {
+	return func(r *Reconciler) { r.reader, r.readerSet = reader, true }
+}
+
+// WithInFlightBackoff sets the requeue interval while a backend task is in flight: it
+// starts at base and doubles up to max. The default is 1s to 1m.
+func WithInFlightBackoff(base, max time.Duration) Option {
+	return func(r *Reconciler) {
+		r.inFlight = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](base, max)
+	}
+}
+
+// WithUnreachableBackoff sets the requeue interval while the backend is unreachable: it
+// starts at base and doubles up to max. The default is 5s to 5m.
+func WithUnreachableBackoff(base, max time.Duration) Option {
+	return func(r *Reconciler) {
+		r.unreachable = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](base, max)
+	}
+}
+
+// NewReconciler returns a Reconciler for machines of kind gvk, backed by driver and
+// reading and writing through c.
+func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, opts ...Option) *Reconciler {
+	r := &Reconciler{
+		client:      c,
+		reader:      c,
+		gvk:         gvk,
+		driver:      driver,
+		finalizer:   gvk.Group + "/" + strings.ToLower(gvk.Kind),
+		sessions:    newSessionCache(),
+		inFlight:    workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, time.Minute),
+		unreachable: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Second, 5*time.Minute),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Finalizer returns the finalizer the Reconciler owns on its machines.
+func (r *Reconciler) Finalizer() string { return r.finalizer }
+
+// SetupWithManager registers the Reconciler with mgr. It watches its machines and the
+// Providers they run on.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if !r.readerSet {
+		r.reader = mgr.GetAPIReader()
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gvk)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(u).
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider)).
+		Named(strings.ToLower(r.gvk.Kind)).
+		Complete(r)
+}
+
+// machinesOfProvider lists the machines whose providerRef names p.
+func (r *Reconciler) machinesOfProvider(ctx context.Context, p client.Object) []reconcile.Request {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if err := r.client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list machines of Provider", "Provider", klog.KObj(p))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		ns, _, _ := unstructured.NestedString(list.Items[i].Object, "spec", "providerRef", "namespace")
+		name, _, _ := unstructured.NestedString(list.Items[i].Object, "spec", "providerRef", "name")
+		if ns == p.GetNamespace() && name == p.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// Reconcile brings one machine's backend VM in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gvk)
+	if err := r.client.Get(ctx, req.NamespacedName, u); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(u))
+	ctx = ctrl.LoggerInto(ctx, log)
+	deleting := !u.GetDeletionTimestamp().IsZero()
+	if deleting && !controllerutil.ContainsFinalizer(u, r.finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if !deleting && !controllerutil.ContainsFinalizer(u, r.finalizer) {
+		before := u.DeepCopy()
+		controllerutil.AddFinalizer(u, r.finalizer)
+		if err := r.client.Patch(ctx, u, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add finalizer: %w", err)
+		}
+	}
+	spec, err := contract.Spec(u)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &scope{machine: &Machine{UID: u.GetUID(), Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), Spec: spec, Object: u}}
+	if s.status, err = contract.Status(u); err != nil {
+		return ctrl.Result{}, err
+	}
+	before := s.status.DeepCopy()
+	if _, paused := u.GetAnnotations()[PausedAnnotation]; paused {
+		log.V(4).Info("Machine is paused")
+		return ctrl.Result{}, nil
+	}
+
+	p := &banlieuev1.Provider{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: spec.ProviderRef.Namespace, Name: spec.ProviderRef.Name}, p); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("failed to get Provider: %w", err)
+		}
+		if deleting {
+			// With its Provider gone the backend can no longer be reached through banlieue;
+			// holding the machine forever would block the VM, so it is released.
+			log.Info("Provider is gone; releasing the machine without deleting a backend VM", "Provider", klog.KRef(spec.ProviderRef.Namespace, spec.ProviderRef.Name))
+			return ctrl.Result{}, r.removeFinalizer(ctx, u)
+		}
+		s.ready(metav1.ConditionFalse, infrav1.MachineProviderNotFoundReason, fmt.Sprintf("Provider %s/%s not found", spec.ProviderRef.Namespace, spec.ProviderRef.Name))
+		return ctrl.Result{}, r.patchStatus(ctx, u, before, s)
+	}
+	if p.Spec.Paused {
+		log.V(4).Info("Provider is paused", "Provider", klog.KObj(p))
+		return ctrl.Result{}, nil
+	}
+
+	cl, err := r.connect(ctx, p)
+	if err == nil {
+		if deleting {
+			err = r.reconcileDelete(ctx, cl, s)
+		} else {
+			err = r.reconcileNormal(ctx, cl, s)
+		}
+	}
+	if errors.Is(err, errGone) {
+		return ctrl.Result{}, r.removeFinalizer(ctx, u)
+	}
+	res, err := r.classify(ctx, p, s, err)
+	if perr := r.patchStatus(ctx, u, before, s); perr != nil {
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+// errGone says the deleted machine's VM is gone and the finalizer may go.
+var errGone = errors.New("backend VM is gone")
+
+// errCredentialsNotFound says the Provider's Secret does not exist.
+var errCredentialsNotFound = errors.New("credentials Secret not found")
+
+// connect returns the Provider's cached session, connecting when needed.
+func (r *Reconciler) connect(ctx context.Context, p *banlieuev1.Provider) (Client, error) {
+	info := ProviderInfo{Provider: p}
+	key := sessionKey{provider: p.UID, generation: p.Generation}
+	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
+		secret := &corev1.Secret{}
+		if err := r.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("secret %s/%s: %w", p.Namespace, ref.Name, errCredentialsNotFound)
+			}
+			return nil, fmt.Errorf("failed to get credentials Secret: %w", err)
+		}
+		info.Credentials, key.secretVersion = secret.Data, secret.ResourceVersion
+	}
+	return r.sessions.get(ctx, key, func(ctx context.Context) (Client, error) {
+		ctrl.LoggerFrom(ctx).V(2).Info("Connecting to backend", "Provider", klog.KObj(p))
+		return r.driver.Connect(ctx, info)
+	})
+}
+
+// reconcileNormal creates or updates the VM and records what it observes.
+func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) error {
+	obs, err := cl.Observe(ctx, s.machine)
+	if err != nil {
+		return fmt.Errorf("failed to observe VM: %w", err)
+	}
+	switch {
+	case obs.Task.InFlight():
+	case !obs.Exists:
+		res, err := cl.Create(ctx, s.machine)
+		if err != nil {
+			return fmt.Errorf("failed to create VM: %w", err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Created backend VM")
+		if res.Task.InFlight() {
+			s.observe(obs, res.Task)
+			return &InFlightError{Task: res.Task}
+		}
+		if obs, err = cl.Observe(ctx, s.machine); err != nil {
+			return fmt.Errorf("failed to observe VM: %w", err)
+		}
+	case !obs.UpToDate:
+		res, err := cl.Update(ctx, s.machine, obs)
+		if err != nil {
+			return fmt.Errorf("failed to update VM: %w", err)
+		}
+		if res.Task.InFlight() {
+			s.observe(obs, res.Task)
+			return &InFlightError{Task: res.Task}
+		}
+		if obs, err = cl.Observe(ctx, s.machine); err != nil {
+			return fmt.Errorf("failed to observe VM: %w", err)
+		}
+	}
+	s.observe(obs, obs.Task)
+	switch {
+	case obs.Task.InFlight():
+		return &InFlightError{Task: obs.Task}
+	case !obs.Exists:
+		return &InFlightError{Task: Task{Operation: OperationCreate}}
+	case !obs.UpToDate:
+		return &InFlightError{Task: Task{Operation: OperationUpdate}}
+	}
+	if err := r.writeProviderID(ctx, s, obs.ProviderID); err != nil {
+		return err
+	}
+	s.ready(metav1.ConditionTrue, infrav1.MachineProvisionedReason, "")
+	s.succeeded = true
+	return nil
+}
+
+// reconcileDelete deletes the VM; it returns errGone once the VM no longer exists.
+func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) error {
+	obs, err := cl.Observe(ctx, s.machine)
+	if err != nil {
+		return fmt.Errorf("failed to observe VM: %w", err)
+	}
+	if !obs.Exists {
+		return errGone
+	}
+	if obs.Task.InFlight() && obs.Task.Operation == OperationDelete {
+		s.setTask(obs.Task)
+		return &InFlightError{Task: obs.Task}
+	}
+	res, err := cl.Delete(ctx, s.machine)
+	if err != nil {
+		return fmt.Errorf("failed to delete VM: %w", err)
+	}
+	if res.Task.InFlight() {
+		s.setTask(res.Task)
+		return &InFlightError{Task: res.Task}
+	}
+	if obs, err = cl.Observe(ctx, s.machine); err != nil {
+		return fmt.Errorf("failed to observe VM: %w", err)
+	}
+	if !obs.Exists {
+		ctrl.LoggerFrom(ctx).Info("Deleted backend VM")
+		return errGone
+	}
+	return &InFlightError{Task: Task{Operation: OperationDelete}}
+}
+
+// classify turns the reconcile's error into the Ready condition and a requeue.
+func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *scope, err error) (ctrl.Result, error) {
+	uid := s.machine.UID
+	var (
+		perm     *PermanentError
+		inFlight *InFlightError
+		unreach  *UnreachableError
+	)
+	switch {
+	case err == nil:
+		r.inFlight.Forget(uid)
+		r.unreachable.Forget(uid)
+		return ctrl.Result{}, nil
+	case errors.As(err, &perm):
+		r.inFlight.Forget(uid)
+		r.unreachable.Forget(uid)
+		reason := perm.Reason
+		if reason == "" {
+			reason = infrav1.MachineFailedReason
+		}
+		s.ready(metav1.ConditionFalse, reason, perm.Message)
+		return ctrl.Result{}, nil
+	case errors.As(err, &inFlight):
+		r.unreachable.Forget(uid)
+		s.setTask(inFlight.Task)
+		s.ready(metav1.ConditionFalse, taskReason(inFlight.Task.Operation), inFlight.Task.Operation+" in progress")
+		return ctrl.Result{RequeueAfter: r.inFlight.When(uid)}, nil
+	case errors.As(err, &unreach):
+		r.sessions.forget(ctx, p.UID)
+		s.ready(metav1.ConditionFalse, infrav1.MachineBackendUnreachableReason, unreach.Error())
+		after := r.unreachable.When(uid)
+		ctrl.LoggerFrom(ctx).Info("Backend unreachable; retrying", "err", unreach.Error(), "after", after.String())
+		return ctrl.Result{RequeueAfter: after}, nil
+	case errors.Is(err, errCredentialsNotFound):
+		s.ready(metav1.ConditionFalse, infrav1.MachineCredentialsNotFoundReason, err.Error())
+		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
+	default:
+		s.ready(metav1.ConditionFalse, infrav1.MachineReconcileErrorReason, err.Error())
+		return ctrl.Result{}, err
+	}
+}
+
+// taskReason is the Ready reason while a task doing operation is in flight.
+func taskReason(operation string) string {
+	switch operation {
+	case OperationCreate:
+		return infrav1.MachineCreatingReason
+	case OperationClone:
+		return infrav1.MachineCloningReason
+	case OperationUpdate:
+		return infrav1.MachineUpdatingReason
+	case OperationDelete:
+		return infrav1.MachineDeletingReason
+	}
+	return infrav1.MachineTaskInFlightReason
+}
+
+// writeProviderID patches spec.providerID when the backend reports a new one.
+func (r *Reconciler) writeProviderID(ctx context.Context, s *scope, id string) error {
+	u := s.machine.Object
+	if id == "" || contract.ProviderID(u) == id {
+		return nil
+	}
+	before := u.DeepCopy()
+	if err := unstructured.SetNestedField(u.Object, id, "spec", "providerID"); err != nil {
+		return fmt.Errorf("failed to set spec.providerID: %w", err)
+	}
+	if err := r.client.Patch(ctx, u, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to write spec.providerID: %w", err)
+	}
+	// Writing the spec advanced the generation; the status describes the new one.
+	s.machine.Generation = u.GetGeneration()
+	return nil
+}
+
+func (r *Reconciler) removeFinalizer(ctx context.Context, u *unstructured.Unstructured) error {
+	before := u.DeepCopy()
+	if !controllerutil.RemoveFinalizer(u, r.finalizer) {
+		return nil
+	}
+	r.inFlight.Forget(u.GetUID())
+	r.unreachable.Forget(u.GetUID())
+	if err := r.client.Patch(ctx, u, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("failed to remove finalizer: %w", err))
+	}
+	return nil
+}

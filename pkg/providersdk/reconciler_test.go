@@ -1,0 +1,368 @@
+package providersdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/test/provider"
+	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
+)
+
+var nsSeq atomic.Int64
+
+// env is one test's namespace on the shared API server, with a Provider in it.
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	ns       string
+	provider *banlieuev1.Provider
+}
+
+func newEnv(t *testing.T, mods ...func(*banlieuev1.Provider)) *env {
+	t.Helper()
+	if k8s == nil {
+		t.Skip("KUBEBUILDER_ASSETS is not set")
+	}
+	e := &env{t: t, ctx: context.Background(), ns: fmt.Sprintf("sdk%d-%s", nsSeq.Add(1), strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name())))}
+	if len(e.ns) > 63 {
+		e.ns = strings.TrimRight(e.ns[:63], "-")
+	}
+	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}})
+	e.provider = &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "p1"},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: provider.ProviderClass},
+			Connection:       banlieuev1.Connection{Endpoint: "test://p1"},
+		},
+	}
+	for _, m := range mods {
+		m(e.provider)
+	}
+	e.create(e.provider)
+	return e
+}
+
+func (e *env) create(o client.Object) {
+	e.t.Helper()
+	if err := k8s.Create(e.ctx, o); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// machine creates a TestMachine on the env's Provider, as core would.
+func (e *env) machine(name string, mods ...func(*testv1.TestMachine)) *testv1.TestMachine {
+	e.t.Helper()
+	m := &testv1.TestMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: testv1.TestMachineSpec{MachineSpec: infrav1.MachineSpec{
+			ProviderRef: infrav1.ProviderRef{Namespace: e.ns, Name: e.provider.Name},
+			Image:       infrav1.MachineImage{Name: "ubuntu", Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-tpl"},
+			Hardware:    infrav1.MachineHardware{CPUs: 2, MemoryMiB: 2048},
+			PowerState:  banlieuev1.PowerStatePoweredOn,
+		}},
+	}
+	for _, mod := range mods {
+		mod(m)
+	}
+	e.create(m)
+	return m
+}
+
+// get re-reads the machine; it returns nil once the machine is gone.
+func (e *env) get(m *testv1.TestMachine) *testv1.TestMachine {
+	e.t.Helper()
+	got := &testv1.TestMachine{}
+	if err := k8s.Get(e.ctx, client.ObjectKeyFromObject(m), got); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+func (e *env) reconcile(r *providersdk.Reconciler, m *testv1.TestMachine) (ctrl.Result, error) {
+	return r.Reconcile(e.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(m)})
+}
+
+// mustReconcile reconciles and fails the test on an error.
+func (e *env) mustReconcile(r *providersdk.Reconciler, m *testv1.TestMachine) ctrl.Result {
+	e.t.Helper()
+	res, err := e.reconcile(r, m)
+	if err != nil {
+		e.t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+// ready is the machine's Ready condition, reduced to what the tests compare.
+type ready struct{ Status, Reason, Message string }
+
+func readyOf(m *testv1.TestMachine) ready {
+	c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ReadyCondition)
+	if c == nil {
+		return ready{}
+	}
+	return ready{string(c.Status), c.Reason, c.Message}
+}
+
+func TestCreateMakesTheMachineReady(t *testing.T) {
+	e := newEnv(t)
+	d := provider.NewDriver()
+	r := provider.NewReconciler(k8s, d)
+	m := e.machine("web")
+	if res := e.mustReconcile(r, m); res.RequeueAfter != 0 {
+		t.Errorf("requeue after %v, want none for a ready machine", res.RequeueAfter)
+	}
+	got := e.get(m)
+	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("test://"+string(got.UID), got.Spec.ProviderID); diff != "" {
+		t.Errorf("providerID (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: provider.Address}}, got.Status.Addresses); diff != "" {
+		t.Errorf("addresses (-want +got):\n%s", diff)
+	}
+	if got.Status.Initialization.Provisioned == nil || !*got.Status.Initialization.Provisioned {
+		t.Error("status.initialization.provisioned is not true")
+	}
+	if got.Status.PowerState != banlieuev1.PowerStatePoweredOn || got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("powerState %q, observedGeneration %d; want PoweredOn, %d", got.Status.PowerState, got.Status.ObservedGeneration, got.Generation)
+	}
+	if diff := cmp.Diff([]string{provider.Finalizer}, got.Finalizers); diff != "" {
+		t.Errorf("finalizers (-want +got):\n%s", diff)
+	}
+
+	// An idle machine is not written again.
+	e.mustReconcile(r, m)
+	if again := e.get(m); again.ResourceVersion != got.ResourceVersion {
+		t.Errorf("an idle reconcile wrote the machine (resourceVersion %s -> %s)", got.ResourceVersion, again.ResourceVersion)
+	}
+	if d.Creates() != 1 {
+		t.Errorf("backend creates = %d, want 1", d.Creates())
+	}
+}
+
+func TestAReconcileAfterACrashAdoptsTheVM(t *testing.T) {
+	e := newEnv(t)
+	backend := provider.NewDriver()
+	// The first process dies right after the backend created the VM, before it wrote anything.
+	crashing := providersdk.DriverFunc(func(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
+		real, err := backend.Connect(ctx, info)
+		if err != nil {
+			return nil, err
+		}
+		return providersdk.ClientFns{
+			ObserveFn: real.Observe,
+			CreateFn: func(ctx context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
+				if _, err := real.Create(ctx, m); err != nil {
+					return providersdk.CreateResult{}, err
+				}
+				return providersdk.CreateResult{}, errors.New("process killed")
+			},
+		}, nil
+	})
+	m := e.machine("db")
+	if _, err := e.reconcile(providersdk.NewReconciler(k8s, testv1.GroupVersion.WithKind("TestMachine"), crashing, providersdk.WithFinalizer(provider.Finalizer)), m); err == nil {
+		t.Fatal("the crashing reconcile succeeded")
+	}
+	if got := e.get(m); got.Spec.ProviderID != "" {
+		t.Fatalf("the crashed reconcile wrote providerID %q", got.Spec.ProviderID)
+	}
+	if backend.Creates() != 1 {
+		t.Fatalf("backend creates = %d after the crash, want 1", backend.Creates())
+	}
+
+	// Its successor has a new session cache but the same backend: it adopts the VM.
+	e.mustReconcile(provider.NewReconciler(k8s, backend), m)
+	got := e.get(m)
+	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if got.Spec.ProviderID != "test://"+string(got.UID) {
+		t.Errorf("providerID = %q, want test://%s", got.Spec.ProviderID, got.UID)
+	}
+	if backend.Creates() != 1 {
+		t.Errorf("backend creates = %d, want 1: the successor created a second VM", backend.Creates())
+	}
+}
+
+func TestAPermanentErrorSetsReadyFalseAndDoesNotRequeue(t *testing.T) {
+	e := newEnv(t)
+	refusing := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{CreateFn: func(context.Context, *providersdk.Machine) (providersdk.CreateResult, error) {
+			return providersdk.CreateResult{}, fmt.Errorf("failed to clone: %w", providersdk.Permanent("TemplateNotFound", "template %q does not exist", "ubuntu-tpl"))
+		}}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testv1.GroupVersion.WithKind("TestMachine"), refusing)
+	m := e.machine("web")
+	res, err := e.reconcile(r, m)
+	if err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("got (%v, %v), want no error and no requeue", res, err)
+	}
+	got := e.get(m)
+	if diff := cmp.Diff(ready{"False", "TemplateNotFound", `template "ubuntu-tpl" does not exist`}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if got.Status.ObservedGeneration != 0 {
+		t.Errorf("observedGeneration = %d after a failed reconcile, want 0", got.Status.ObservedGeneration)
+	}
+	if got.Spec.ProviderID != "" {
+		t.Errorf("providerID = %q, want none", got.Spec.ProviderID)
+	}
+}
+
+func TestAnInFlightCloneIsReportedAndPolled(t *testing.T) {
+	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"} })
+	d := provider.NewDriver()
+	r := provider.NewReconciler(k8s, d)
+	m := e.machine("slow")
+	if res := e.mustReconcile(r, m); res.RequeueAfter == 0 {
+		t.Error("an in-flight clone was not requeued")
+	}
+	got := e.get(m)
+	if diff := cmp.Diff(ready{"False", "Cloning", "clone in progress"}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if got.Status.Task == nil || got.Status.Task.Operation != providersdk.OperationClone {
+		t.Errorf("status.task = %+v, want a clone", got.Status.Task)
+	}
+	// The Provider stops holding: the edit reconnects and the clone is done.
+	p := e.provider.DeepCopy()
+	p.Spec.Parameters = nil
+	if err := k8s.Update(e.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.mustReconcile(r, m); res.RequeueAfter != 0 {
+		t.Errorf("requeue after %v once ready, want none", res.RequeueAfter)
+	}
+	got = e.get(m)
+	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if got.Status.Task != nil {
+		t.Errorf("status.task = %+v after the clone, want none", got.Status.Task)
+	}
+	if d.Creates() != 1 {
+		t.Errorf("backend creates = %d, want 1", d.Creates())
+	}
+}
+
+func TestDeleteRemovesTheVMAndThenTheFinalizer(t *testing.T) {
+	e := newEnv(t)
+	d := provider.NewDriver()
+	r := provider.NewReconciler(k8s, d)
+	m := e.machine("web", func(m *testv1.TestMachine) { m.Annotations = map[string]string{testv1.HoldDeletionAnnotation: ""} })
+	e.mustReconcile(r, m)
+	if _, ok := d.VM(e.get(m).UID); !ok {
+		t.Fatal("no backend VM after the first reconcile")
+	}
+	if err := k8s.Delete(e.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	// While the backend holds the deletion, the machine and its finalizer stay.
+	if res := e.mustReconcile(r, m); res.RequeueAfter == 0 {
+		t.Error("a held deletion was not requeued")
+	}
+	held := e.get(m)
+	if held == nil || len(held.Finalizers) == 0 {
+		t.Fatal("the machine was released while its deletion was held")
+	}
+	if diff := cmp.Diff(ready{"False", infrav1.MachineDeletingReason, "delete in progress"}, readyOf(held)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	delete(held.Annotations, testv1.HoldDeletionAnnotation)
+	if err := k8s.Update(e.ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(r, m)
+	if _, ok := d.VM(held.UID); ok {
+		t.Error("the backend VM is still there")
+	}
+	if got := e.get(m); got != nil {
+		t.Errorf("the machine is still there with finalizers %v", got.Finalizers)
+	}
+}
+
+func TestAPausedMachineOrProviderIsLeftAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		machine func(*testv1.TestMachine)
+		prov    func(*banlieuev1.Provider)
+	}{
+		{"machine carries the Cluster API paused annotation", func(m *testv1.TestMachine) {
+			m.Annotations = map[string]string{providersdk.PausedAnnotation: ""}
+		}, func(*banlieuev1.Provider) {}},
+		{"Provider is paused", func(*testv1.TestMachine) {}, func(p *banlieuev1.Provider) { p.Spec.Paused = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.prov)
+			d := provider.NewDriver()
+			r := provider.NewReconciler(k8s, d)
+			m := e.machine("web", tc.machine)
+			if res := e.mustReconcile(r, m); res.RequeueAfter != 0 {
+				t.Errorf("a paused machine was requeued after %v", res.RequeueAfter)
+			}
+			got := e.get(m)
+			if d.Creates() != 0 || got.Spec.ProviderID != "" || len(got.Status.Conditions) != 0 {
+				t.Errorf("a paused machine was acted on: creates %d, providerID %q, conditions %v", d.Creates(), got.Spec.ProviderID, got.Status.Conditions)
+			}
+		})
+	}
+}
+
+func TestARotatedSecretReconnectsWithTheNewCredentials(t *testing.T) {
+	e := newEnv(t, func(p *banlieuev1.Provider) {
+		p.Spec.Connection.CredentialsRef = &banlieuev1.LocalObjectReference{Name: "creds"}
+	})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "creds"}, Data: map[string][]byte{"password": []byte("one")}}
+	e.create(secret)
+	var seen []string
+	backend := provider.NewDriver()
+	recording := providersdk.DriverFunc(func(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
+		seen = append(seen, string(info.Credentials["password"]))
+		return backend.Connect(ctx, info)
+	})
+	r := providersdk.NewReconciler(k8s, testv1.GroupVersion.WithKind("TestMachine"), recording)
+	m := e.machine("web")
+	e.mustReconcile(r, m)
+	e.mustReconcile(r, m)
+	secret.Data["password"] = []byte("two")
+	if err := k8s.Update(e.ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(r, m)
+	if diff := cmp.Diff([]string{"one", "two"}, seen); diff != "" {
+		t.Errorf("credentials connected with (-want +got):\n%s", diff)
+	}
+}
+
+func TestAMissingSecretSaysSo(t *testing.T) {
+	e := newEnv(t, func(p *banlieuev1.Provider) {
+		p.Spec.Connection.CredentialsRef = &banlieuev1.LocalObjectReference{Name: "absent"}
+	})
+	r := provider.NewReconciler(k8s, provider.NewDriver())
+	m := e.machine("web")
+	if res := e.mustReconcile(r, m); res.RequeueAfter == 0 {
+		t.Error("a missing Secret was not retried")
+	}
+	if got := readyOf(e.get(m)); got.Status != "False" || got.Reason != infrav1.MachineCredentialsNotFoundReason {
+		t.Errorf("Ready = %+v, want False %s", got, infrav1.MachineCredentialsNotFoundReason)
+	}
+}

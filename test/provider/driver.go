@@ -1,0 +1,146 @@
+package provider
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
+)
+
+// Finalizer is the test provider's finalizer on its machines.
+const Finalizer = "infrastructure.test.banlieue.io/testmachine"
+
+// ProviderClass is the provider class the test provider serves.
+const ProviderClass = "test"
+
+// MachineKind is what a Provider of the test class publishes in status.machineKind.
+var MachineKind = banlieuev1.MachineKind{APIGroup: testv1.GroupVersion.Group, Version: testv1.GroupVersion.Version, Kind: "TestMachine"}
+
+// Address is the address every test VM reports.
+const Address = "192.0.2.10"
+
+// VM is a backend VM of the test provider.
+type VM struct {
+	// ProviderID is the VM's stable identifier, test://<machine UID>.
+	ProviderID string
+	// PowerState is the VM's power state.
+	PowerState banlieuev1.PowerState
+	// FailureDomain is where the VM was created.
+	FailureDomain string
+}
+
+// Driver is the test provider's providersdk.Driver. Its backend is a map of VMs keyed by
+// machine UID that outlives its sessions, as a real backend outlives a provider process.
+type Driver struct {
+	mu      sync.Mutex
+	vms     map[types.UID]VM
+	creates int
+}
+
+var _ providersdk.Driver = &Driver{}
+
+// NewDriver returns a Driver with an empty backend.
+func NewDriver() *Driver { return &Driver{vms: map[types.UID]VM{}} }
+
+// NewReconciler returns the SDK's Reconciler for TestMachines, backed by d.
+func NewReconciler(c client.Client, d *Driver, opts ...providersdk.Option) *providersdk.Reconciler {
+	return providersdk.NewReconciler(c, testv1.GroupVersion.WithKind(MachineKind.Kind), d, append([]providersdk.Option{providersdk.WithFinalizer(Finalizer)}, opts...)...)
+}
+
+// Creates returns how many VMs the backend has created.
+func (d *Driver) Creates() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.creates
+}
+
+// VM returns the backend VM of the machine with uid, if there is one.
+func (d *Driver) VM(uid types.UID) (VM, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	vm, ok := d.vms[uid]
+	return vm, ok
+}
+
+// Connect opens a session that honours the Provider's HoldReadyParameter.
+func (d *Driver) Connect(_ context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
+	return &session{driver: d, holdReady: info.Provider.Spec.Parameters[testv1.HoldReadyParameter] == "true"}, nil
+}
+
+// session is one connection to the test backend.
+type session struct {
+	driver    *Driver
+	holdReady bool
+}
+
+func cloneTask(m *providersdk.Machine) providersdk.Task {
+	return providersdk.Task{Ref: "clone-" + string(m.UID), Operation: providersdk.OperationClone}
+}
+
+// Observe finds the machine's VM by UID. While the Provider holds machines from being
+// ready, a VM reports a clone in flight.
+func (s *session) Observe(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+	vm, ok := s.driver.VM(m.UID)
+	if !ok {
+		return providersdk.Observation{}, nil
+	}
+	if s.holdReady {
+		return providersdk.Observation{Exists: true, UpToDate: true, ProviderID: vm.ProviderID, Task: cloneTask(m)}, nil
+	}
+	return providersdk.Observation{
+		Exists:        true,
+		UpToDate:      vm.PowerState == m.Spec.PowerState,
+		ProviderID:    vm.ProviderID,
+		Addresses:     []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: Address}},
+		PowerState:    vm.PowerState,
+		FailureDomain: vm.FailureDomain,
+	}, nil
+}
+
+// Create makes the machine's VM unless it exists.
+func (s *session) Create(_ context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
+	d := s.driver
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.vms[m.UID]; !ok {
+		d.vms[m.UID] = VM{ProviderID: "test://" + string(m.UID), PowerState: m.Spec.PowerState, FailureDomain: m.Spec.FailureDomain}
+		d.creates++
+	}
+	if s.holdReady {
+		return providersdk.CreateResult{Task: cloneTask(m)}, nil
+	}
+	return providersdk.CreateResult{}, nil
+}
+
+// Update sets the VM's power state to the machine's.
+func (s *session) Update(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.UpdateResult, error) {
+	d := s.driver
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if vm, ok := d.vms[m.UID]; ok {
+		vm.PowerState = m.Spec.PowerState
+		d.vms[m.UID] = vm
+	}
+	return providersdk.UpdateResult{}, nil
+}
+
+// Delete removes the VM, unless the machine carries HoldDeletionAnnotation: then the
+// deletion stays in flight, as on a slow backend.
+func (s *session) Delete(_ context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
+	if _, held := m.Object.GetAnnotations()[testv1.HoldDeletionAnnotation]; held {
+		return providersdk.DeleteResult{}, providersdk.InFlight(providersdk.OperationDelete, "delete-"+string(m.UID))
+	}
+	d := s.driver
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.vms, m.UID)
+	return providersdk.DeleteResult{}, nil
+}
+
+// Disconnect does nothing.
+func (s *session) Disconnect(context.Context) error { return nil }

@@ -12,19 +12,15 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // TestDevServesKubectlAndStopsCleanly runs 'banlieue dev' as a user would: it waits for
 // the ready line, applies the examples with the kubectl the project built, sees the VM
 // explain why it cannot be scheduled, then stops it and checks the API server is gone.
 func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests through 'make test'")
-		}
-		t.Skip("KUBEBUILDER_ASSETS is not set (make test sets it)")
-	}
+	assets := testenv.Assets(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

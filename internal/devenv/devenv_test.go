@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 func TestStartRefusesIncompleteInput(t *testing.T) {
@@ -53,13 +55,7 @@ func TestStartRefusesIncompleteInput(t *testing.T) {
 // rejects leaves no etcd or kube-apiserver behind: their temporary folders, which
 // envtest removes only when it stops them, are gone.
 func TestStartStopsTheControlPlaneWhenACRDIsRejected(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests through 'make test'")
-		}
-		t.Skip("KUBEBUILDER_ASSETS is not set (make test sets it)")
-	}
+	assets := testenv.Assets(t)
 	crds := t.TempDir()
 	// No version is the storage version, so the API server rejects this CRD.
 	bad := `apiVersion: apiextensions.k8s.io/v1

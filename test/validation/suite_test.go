@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +14,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // testNamespace is where namespaced objects (VirtualMachine, Provider) are created.
@@ -34,32 +34,21 @@ var (
 // config/crd/bases, runs the tests and stops the control plane. Without
 // KUBEBUILDER_ASSETS the suite fails when CI=true and skips otherwise.
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set; set it to the folder printed by 'bash hack/envtest.sh | tail -1'")
-			os.Exit(1)
-		}
-		skipReason = "KUBEBUILDER_ASSETS is not set; run with KUBEBUILDER_ASSETS=$(bash hack/envtest.sh | tail -1)"
-		fmt.Fprintln(os.Stderr, "skipping CRD validation suite:", skipReason)
+	if !testenv.Available("the CRD validation suite") {
+		skipReason = "KUBEBUILDER_ASSETS is not set (make test sets it)"
 		os.Exit(m.Run())
 	}
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	cfg, stop, err := testenv.Start("config/crd/bases")
 	if err != nil {
-		// A CRD the API server refuses (a schema error, a CEL rule over its cost
-		// budget) fails here, before any test runs.
-		fmt.Fprintln(os.Stderr, "failed to start envtest or install the CRDs:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() {
-		if err := env.Stop(); err != nil {
+		if err := stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "failed to stop envtest:", err)
 		}
 	}()

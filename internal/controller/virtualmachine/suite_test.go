@@ -3,9 +3,7 @@ package virtualmachine
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,14 +11,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/test/provider"
 	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // k8s is a direct (uncached) client to the suite's API server, for the tests themselves.
@@ -29,34 +26,19 @@ var k8s client.Client
 // TestMain starts one real kube-apiserver and etcd (envtest) with banlieue's CRDs and
 // the test provider's, and runs the core controller and the test provider against it.
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set; run the tests through 'make test'")
-			os.Exit(1)
-		}
-		fmt.Fprintln(os.Stderr, "skipping envtest suite: KUBEBUILDER_ASSETS is not set (make test sets it)")
+	if !testenv.Available("the core controller suite") {
 		os.Exit(0)
 	}
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	// Controller logs are noise in a passing run; BANLIEUE_TEST_LOGS=1 shows them.
-	logs := io.Discard
-	if os.Getenv("BANLIEUE_TEST_LOGS") != "" {
-		logs = os.Stderr
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs)))
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crd", "bases"), filepath.Join("..", "..", "..", "test", "provider", "config", "crd")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	cfg, stop, err := testenv.Start("config/crd/bases", "test/provider/config/crd")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "failed to start envtest:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = env.Stop() }()
+	defer func() { _ = stop() }()
 
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, banlieuev1.AddToScheme, infrav1.AddToScheme, testv1.AddToScheme} {

@@ -5,12 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
-	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
 	"github.com/banlieue/banlieue/test/testenv"
 )
 
@@ -35,12 +31,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = stop() }()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, banlieuev1.AddToScheme, testv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	scheme, err := testenv.Scheme()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -11,10 +11,16 @@ import (
 	"runtime"
 	"testing"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
 )
 
 // missing says how to get the envtest binaries.
@@ -78,4 +84,16 @@ func Start(crdDirs ...string) (*rest.Config, func() error, error) {
 		return nil, nil, fmt.Errorf("failed to start envtest or install the CRDs: %w", err)
 	}
 	return cfg, env.Stop, nil
+}
+
+// Scheme returns a scheme with Kubernetes' built-in types, banlieue's APIs and the test
+// provider's TestMachine.
+func Scheme() (*k8sruntime.Scheme, error) {
+	s := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, banlieuev1.AddToScheme, infrav1.AddToScheme, testv1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("failed to build the test scheme: %w", err)
+		}
+	}
+	return s, nil
 }

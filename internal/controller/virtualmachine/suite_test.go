@@ -6,17 +6,12 @@ import (
 	"os"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
-	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/test/provider"
-	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
 	"github.com/banlieue/banlieue/test/testenv"
 )
 
@@ -40,12 +35,10 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = stop() }()
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, banlieuev1.AddToScheme, infrav1.AddToScheme, testv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	scheme, err := testenv.Scheme()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)

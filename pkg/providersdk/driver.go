@@ -3,6 +3,7 @@ package providersdk
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,10 @@ type ProviderInfo struct {
 	// Credentials is the data of the Secret in spec.connection.credentialsRef, or nil
 	// when the Provider has none. It must never be logged or put in an error.
 	Credentials map[string][]byte
+
+	// CABundle is the PEM bundle from spec.connection.caBundle, whichever way it is
+	// given, or nil when the Provider has none.
+	CABundle []byte
 }
 
 // Driver connects to a backend. It is the one thing a provider writes.
@@ -59,8 +64,48 @@ type Client interface {
 	// Delete removes the machine's VM. It succeeds when the VM is already gone.
 	Delete(ctx context.Context, m *Machine) (DeleteResult, error)
 
+	// Inventory reports what the backend offers: its failure domains, each with the
+	// Provider's storage and network classes whose targets exist there. The Provider
+	// controller calls it on connect and then on a modest interval.
+	Inventory(ctx context.Context) (Inventory, error)
+
+	// ResolveImage finds, or imports, an image source on the backend. An import is
+	// started in the background and reported, with its progress, on later calls.
+	ResolveImage(ctx context.Context, img *Image) (ImageResult, error)
+
 	// Disconnect closes the session.
 	Disconnect(ctx context.Context) error
+}
+
+// Inventory is what a backend offers to VMs.
+type Inventory struct {
+	// FailureDomains are the backend's failure domains, written to the Provider's status.
+	FailureDomains []banlieuev1.FailureDomain
+}
+
+// Image is one VMImage's source for the Provider's class.
+type Image struct {
+	// Name is the VMImage's name.
+	Name string
+	// UID is the VMImage's UID.
+	UID types.UID
+	// Source is the image's source for the Provider's class.
+	Source banlieuev1.ImageSource
+}
+
+// ImageResult is an image's state on one Provider; it becomes that Provider's row in
+// the VMImage's status.perProvider.
+type ImageResult struct {
+	// Ready is true when VMs can be made from the image.
+	Ready bool
+	// ResolvedRef is the backend's own reference to the image, copied to machines.
+	ResolvedRef string
+	// Reason is a CamelCase word saying why the image is not ready.
+	Reason string
+	// Message says, for a person, why the image is not ready or how an import goes.
+	Message string
+	// InProgress is true while an import runs; the image is looked at again soon.
+	InProgress bool
 }
 
 // Machine is the infrastructure machine a Client acts on.
@@ -77,6 +122,12 @@ type Machine struct {
 	Spec infrav1.MachineSpec
 	// Object is the whole machine, for the backend's own block. Drivers must not modify it.
 	Object *unstructured.Unstructured
+	// UserData is the payload of spec.userData's Secret key. The Reconciler reads it
+	// only before Create, so it is nil in every other call.
+	UserData []byte
+	// Task is the backend task recorded in the machine's status.task, if any: Observe
+	// polls it and reports it again while it runs.
+	Task Task
 }
 
 // SpecField decodes spec.<name>, a backend's own block, into into. A missing field
@@ -101,6 +152,8 @@ type Task struct {
 	Ref string
 	// Operation is what the task does, e.g. OperationClone.
 	Operation string
+	// StartedAt is when the task was first recorded; zero for a task just started.
+	StartedAt time.Time
 }
 
 // InFlight reports whether t names a task.
@@ -122,6 +175,12 @@ type Observation struct {
 	FailureDomain string
 	// Task is the backend task in flight for the VM, if any.
 	Task Task
+	// Details are the backend's own references to the VM (a managed object ID, a
+	// domain UUID), written to the machine's status block named by WithStatusBlock.
+	Details any
+	// WaitingForGuest is true while the VM runs but its guest has not reported an
+	// address yet: the Reconciler looks again after a growing interval, for a while.
+	WaitingForGuest bool
 }
 
 // CreateResult is what Create started.
@@ -161,6 +220,10 @@ type ClientFns struct {
 	UpdateFn func(ctx context.Context, m *Machine, o Observation) (UpdateResult, error)
 	// DeleteFn implements Delete.
 	DeleteFn func(ctx context.Context, m *Machine) (DeleteResult, error)
+	// InventoryFn implements Inventory.
+	InventoryFn func(ctx context.Context) (Inventory, error)
+	// ResolveImageFn implements ResolveImage.
+	ResolveImageFn func(ctx context.Context, img *Image) (ImageResult, error)
 	// DisconnectFn implements Disconnect.
 	DisconnectFn func(ctx context.Context) error
 }
@@ -199,6 +262,22 @@ func (c ClientFns) Delete(ctx context.Context, m *Machine) (DeleteResult, error)
 	return c.DeleteFn(ctx, m)
 }
 
+// Inventory calls InventoryFn.
+func (c ClientFns) Inventory(ctx context.Context) (Inventory, error) {
+	if c.InventoryFn == nil {
+		return Inventory{}, nil
+	}
+	return c.InventoryFn(ctx)
+}
+
+// ResolveImage calls ResolveImageFn; without one the image is ready as its source names it.
+func (c ClientFns) ResolveImage(ctx context.Context, img *Image) (ImageResult, error) {
+	if c.ResolveImageFn == nil {
+		return NopClient{}.ResolveImage(ctx, img)
+	}
+	return c.ResolveImageFn(ctx, img)
+}
+
 // Disconnect calls DisconnectFn.
 func (c ClientFns) Disconnect(ctx context.Context) error {
 	if c.DisconnectFn == nil {
@@ -226,6 +305,14 @@ func (NopClient) Update(context.Context, *Machine, Observation) (UpdateResult, e
 
 // Delete does nothing.
 func (NopClient) Delete(context.Context, *Machine) (DeleteResult, error) { return DeleteResult{}, nil }
+
+// Inventory reports no failure domains.
+func (NopClient) Inventory(context.Context) (Inventory, error) { return Inventory{}, nil }
+
+// ResolveImage reports the image ready, resolved to its source's ref.
+func (NopClient) ResolveImage(_ context.Context, img *Image) (ImageResult, error) {
+	return ImageResult{Ready: true, ResolvedRef: img.Source.Ref}, nil
+}
 
 // Disconnect does nothing.
 func (NopClient) Disconnect(context.Context) error { return nil }

@@ -75,3 +75,44 @@ func IsUnreachable(err error) bool {
 	var u *UnreachableError
 	return errors.As(err, &u)
 }
+
+// UnauthorizedError says the backend refused the Provider's credentials: the Provider's
+// CredentialsValid condition turns False and machines wait with backoff.
+type UnauthorizedError struct {
+	// Err is the cause. Its text is shown in conditions, so it must hold no secret.
+	Err error
+}
+
+// Error returns the cause's text.
+func (e *UnauthorizedError) Error() string { return "credentials rejected: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *UnauthorizedError) Unwrap() error { return e.Err }
+
+// Unauthorized wraps err as an UnauthorizedError.
+func Unauthorized(err error) error { return &UnauthorizedError{Err: err} }
+
+// IsUnauthorized reports whether err is, or wraps, an UnauthorizedError.
+func IsUnauthorized(err error) bool {
+	var u *UnauthorizedError
+	return errors.As(err, &u)
+}
+
+// TaskFailedError says a backend task the machine was waiting for failed: the Reconciler
+// clears the task, sets Ready=False with the backend's message and retries with backoff.
+type TaskFailedError struct {
+	// Task is the task that failed.
+	Task Task
+	// Message is the backend's error text. It must hold no secret.
+	Message string
+}
+
+// Error describes the failure.
+func (e *TaskFailedError) Error() string {
+	return fmt.Sprintf("backend %s task failed: %s", e.Task.Operation, e.Message)
+}
+
+// TaskFailed returns a TaskFailedError for task with the backend's message.
+func TaskFailed(task Task, message string) error {
+	return &TaskFailedError{Task: task, Message: message}
+}

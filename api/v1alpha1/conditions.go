@@ -70,3 +70,45 @@ const (
 	// VirtualMachineDeletingReason: the VM is being deleted and waits for its machine to go.
 	VirtualMachineDeletingReason = "Deleting"
 )
+
+// Condition reasons set on a Provider by the provider controller that claims its class.
+const (
+	// ProviderReadyReason: the backend is reachable, accepts the credentials, and the
+	// inventory was read.
+	ProviderReadyReason = "Ready"
+
+	// ProviderBackendReachableReason: the provider controller reached the backend.
+	ProviderBackendReachableReason = "Reachable"
+
+	// ProviderBackendUnreachableReason: the backend did not answer, or its certificate
+	// could not be verified; the message says which.
+	ProviderBackendUnreachableReason = "Unreachable"
+
+	// ProviderCredentialsValidReason: the backend accepted the credentials.
+	ProviderCredentialsValidReason = "Valid"
+
+	// ProviderCredentialsRejectedReason: the backend refused the credentials.
+	ProviderCredentialsRejectedReason = "CredentialsRejected"
+
+	// ProviderCredentialsNotFoundReason: the credentials Secret, or the CA bundle's
+	// ConfigMap or Secret, or a key in it, does not exist.
+	ProviderCredentialsNotFoundReason = "CredentialsNotFound"
+
+	// ProviderCredentialsInvalidReason: the credentials are malformed, e.g. a key is missing.
+	ProviderCredentialsInvalidReason = "CredentialsInvalid"
+
+	// ProviderNotCheckedReason: the condition could not be checked because an earlier
+	// step failed.
+	ProviderNotCheckedReason = "NotChecked"
+
+	// ProviderPausedReason: the Provider is paused; its backend is not contacted.
+	ProviderPausedReason = "Paused"
+
+	// ProviderDeletionBlockedReason: the Provider is being deleted and waits until no
+	// infrastructure machine runs on it.
+	ProviderDeletionBlockedReason = "DeletionBlocked"
+
+	// ProviderInventoryFailedReason: the backend answered but its inventory could not
+	// be read; the message carries the error.
+	ProviderInventoryFailedReason = "InventoryFailed"
+)

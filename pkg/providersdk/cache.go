@@ -9,11 +9,12 @@ import (
 )
 
 // sessionKey identifies what a cached session was connected with. A session whose
-// Provider was edited or whose Secret was rotated is replaced.
+// Provider was edited, whose Secret was rotated or whose CA bundle changed is replaced.
 type sessionKey struct {
 	provider      types.UID
 	generation    int64
 	secretVersion string
+	caDigest      string
 }
 
 // sessionCache holds one Client per Provider.

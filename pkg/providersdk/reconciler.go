@@ -31,16 +31,18 @@ const PausedAnnotation = "cluster.x-k8s.io/paused"
 
 // Reconciler reconciles the infrastructure machines of one kind through a Driver.
 type Reconciler struct {
-	client    client.Client
-	reader    client.Reader
-	gvk       schema.GroupVersionKind
-	driver    Driver
-	finalizer string
-	sessions  *sessionCache
+	client      client.Client
+	reader      client.Reader
+	gvk         schema.GroupVersionKind
+	finalizer   string
+	sessions    *Sessions
+	statusBlock string
 
 	inFlight    workqueue.TypedRateLimiter[types.UID]
 	unreachable workqueue.TypedRateLimiter[types.UID]
+	guest       workqueue.TypedRateLimiter[types.UID]
 	readerSet   bool
+	sessionsSet bool
 }
 
 // Option configures a Reconciler.
@@ -50,11 +52,22 @@ type Option func(*Reconciler)
 // "<group>/<lowercase kind>".
 func WithFinalizer(name string) Option { return func(r *Reconciler) { r.finalizer = name } }
 
-// WithSecretReader sets the reader credentials Secrets are read with. The default is the
-// manager's API reader (uncached, so no Secret is cached cluster-wide), or the client.
+// WithSecretReader sets the reader Secrets (credentials, CA bundles, user-data) are read
+// with. The default is the manager's API reader (uncached, so no Secret is cached
+// cluster-wide), or the client.
 func WithSecretReader(reader client.Reader) Option {
 	return func(r *Reconciler) { r.reader, r.readerSet = reader, true }
 }
+
+// WithSessions shares backend sessions with the Provider and VMImage reconcilers of the
+// same provider, so each Provider has one session in the process.
+func WithSessions(s *Sessions) Option {
+	return func(r *Reconciler) { r.sessions, r.sessionsSet = s, true }
+}
+
+// WithStatusBlock names the machine's status field that Observation.Details are written
+// to, e.g. "vsphere" for status.vsphere. Without it Details are dropped.
+func WithStatusBlock(field string) Option { return func(r *Reconciler) { r.statusBlock = field } }
 
 // WithInFlightBackoff sets the requeue interval while a backend task is in flight: it
 // starts at base and doubles up to max. The default is 1s to 1m.
@@ -64,11 +77,22 @@ func WithInFlightBackoff(base, max time.Duration) Option {
 	}
 }
 
-// WithUnreachableBackoff sets the requeue interval while the backend is unreachable: it
-// starts at base and doubles up to max. The default is 5s to 5m.
+// WithUnreachableBackoff sets the requeue interval while the backend is unreachable, or
+// refuses the credentials, or a task failed: it starts at base and doubles up to max.
+// The default is 5s to 5m.
 func WithUnreachableBackoff(base, max time.Duration) Option {
 	return func(r *Reconciler) {
 		r.unreachable = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](base, max)
+	}
+}
+
+// WithGuestBackoff sets how a running VM whose guest has reported no address yet is
+// looked at again: from base, doubling up to max, for maxLooks looks; then only events
+// wake it. A guest with no operating system never reports one. The default is 2s to
+// 2m, 16 looks (about 25 minutes).
+func WithGuestBackoff(base, max time.Duration, maxLooks int) Option {
+	return func(r *Reconciler) {
+		r.guest = &boundedLimiter{TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](base, max), max: maxLooks}
 	}
 }
 
@@ -79,14 +103,16 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		client:      c,
 		reader:      c,
 		gvk:         gvk,
-		driver:      driver,
 		finalizer:   gvk.Group + "/" + strings.ToLower(gvk.Kind),
-		sessions:    newSessionCache(),
 		inFlight:    workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, time.Minute),
 		unreachable: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Second, 5*time.Minute),
 	}
+	WithGuestBackoff(2*time.Second, 2*time.Minute, 16)(r)
 	for _, o := range opts {
 		o(r)
+	}
+	if r.sessions == nil {
+		r.sessions = NewSessions(driver, r.reader)
 	}
 	return r
 }
@@ -99,6 +125,9 @@ func (r *Reconciler) Finalizer() string { return r.finalizer }
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if !r.readerSet {
 		r.reader = mgr.GetAPIReader()
+		if !r.sessionsSet {
+			r.sessions.reader = r.reader
+		}
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
@@ -109,21 +138,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// machinesOfProvider lists the machines whose providerRef names p.
+// machinesOfProvider maps a Provider to the machines on it.
 func (r *Reconciler) machinesOfProvider(ctx context.Context, p client.Object) []reconcile.Request {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
-	if err := r.client.List(ctx, list); err != nil {
+	machines, err := machinesOn(ctx, r.client, r.gvk, p)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list machines of Provider", "Provider", klog.KObj(p))
 		return nil
 	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		ns, _, _ := unstructured.NestedString(list.Items[i].Object, "spec", "providerRef", "namespace")
-		name, _, _ := unstructured.NestedString(list.Items[i].Object, "spec", "providerRef", "name")
-		if ns == p.GetNamespace() && name == p.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
+	reqs := make([]reconcile.Request, 0, len(machines))
+	for i := range machines {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&machines[i])})
 	}
 	return reqs
 }
@@ -155,6 +179,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s := &scope{machine: &Machine{UID: u.GetUID(), Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), Spec: spec, Object: u}}
 	if s.status, err = contract.Status(u); err != nil {
 		return ctrl.Result{}, err
+	}
+	if t := s.status.Task; t != nil {
+		s.machine.Task = Task{Ref: t.Ref, Operation: t.Operation, StartedAt: t.StartedAt.Time}
 	}
 	before := s.status.DeepCopy()
 	if _, paused := u.GetAnnotations()[PausedAnnotation]; paused {
@@ -202,27 +229,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // errGone says the deleted machine's VM is gone and the finalizer may go.
 var errGone = errors.New("backend VM is gone")
 
-// errCredentialsNotFound says the Provider's Secret does not exist.
-var errCredentialsNotFound = errors.New("credentials Secret not found")
+// errUserDataNotFound says the Secret or key in spec.userData does not exist.
+var errUserDataNotFound = errors.New("user-data not found")
 
 // connect returns the Provider's cached session, connecting when needed.
 func (r *Reconciler) connect(ctx context.Context, p *banlieuev1.Provider) (Client, error) {
-	info := ProviderInfo{Provider: p}
-	key := sessionKey{provider: p.UID, generation: p.Generation}
-	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
-		secret := &corev1.Secret{}
-		if err := r.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("secret %s/%s: %w", p.Namespace, ref.Name, errCredentialsNotFound)
-			}
-			return nil, fmt.Errorf("failed to get credentials Secret: %w", err)
-		}
-		info.Credentials, key.secretVersion = secret.Data, secret.ResourceVersion
+	return r.sessions.Connect(ctx, p)
+}
+
+// userData reads the payload spec.userData names, or nil when there is none.
+func (r *Reconciler) userData(ctx context.Context, m *Machine) ([]byte, error) {
+	ud := m.Spec.UserData
+	if ud == nil {
+		return nil, nil
 	}
-	return r.sessions.get(ctx, key, func(ctx context.Context) (Client, error) {
-		ctrl.LoggerFrom(ctx).V(2).Info("Connecting to backend", "Provider", klog.KObj(p))
-		return r.driver.Connect(ctx, info)
-	})
+	key := ud.Key
+	if key == "" {
+		key = "user-data"
+	}
+	secret := &corev1.Secret{}
+	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ud.SecretRef.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("secret %s/%s: %w", m.Namespace, ud.SecretRef.Name, errUserDataNotFound)
+		}
+		return nil, fmt.Errorf("failed to get user-data Secret: %w", err)
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("secret %s/%s has no key %q: %w", m.Namespace, ud.SecretRef.Name, key, errUserDataNotFound)
+	}
+	return data, nil
 }
 
 // reconcileNormal creates or updates the VM and records what it observes.
@@ -234,6 +270,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) e
 	switch {
 	case obs.Task.InFlight():
 	case !obs.Exists:
+		if s.machine.UserData, err = r.userData(ctx, s.machine); err != nil {
+			return err
+		}
 		res, err := cl.Create(ctx, s.machine)
 		if err != nil {
 			return fmt.Errorf("failed to create VM: %w", err)
@@ -273,6 +312,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) e
 	}
 	s.ready(metav1.ConditionTrue, infrav1.MachineProvisionedReason, "")
 	s.succeeded = true
+	s.waitingForGuest = obs.WaitingForGuest
 	return nil
 }
 
@@ -311,14 +351,24 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *scope, err error) (ctrl.Result, error) {
 	uid := s.machine.UID
 	var (
-		perm     *PermanentError
-		inFlight *InFlightError
-		unreach  *UnreachableError
+		perm       *PermanentError
+		inFlight   *InFlightError
+		unreach    *UnreachableError
+		unauth     *UnauthorizedError
+		taskFailed *TaskFailedError
 	)
+	if err != nil || !s.waitingForGuest {
+		r.guest.Forget(uid)
+	}
 	switch {
 	case err == nil:
 		r.inFlight.Forget(uid)
 		r.unreachable.Forget(uid)
+		if s.waitingForGuest {
+			if after := r.guest.When(uid); after > 0 {
+				return ctrl.Result{RequeueAfter: after}, nil
+			}
+		}
 		return ctrl.Result{}, nil
 	case errors.As(err, &perm):
 		r.inFlight.Forget(uid)
@@ -334,19 +384,46 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 		s.setTask(inFlight.Task)
 		s.ready(metav1.ConditionFalse, taskReason(inFlight.Task.Operation), inFlight.Task.Operation+" in progress")
 		return ctrl.Result{RequeueAfter: r.inFlight.When(uid)}, nil
+	case errors.As(err, &taskFailed):
+		// The task is over; the next attempt starts afresh after a backoff.
+		r.inFlight.Forget(uid)
+		s.setTask(Task{})
+		s.ready(metav1.ConditionFalse, infrav1.MachineTaskFailedReason, taskFailed.Error())
+		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
 	case errors.As(err, &unreach):
-		r.sessions.forget(ctx, p.UID)
+		r.sessions.Forget(ctx, p.UID)
 		s.ready(metav1.ConditionFalse, infrav1.MachineBackendUnreachableReason, unreach.Error())
 		after := r.unreachable.When(uid)
 		ctrl.LoggerFrom(ctx).Info("Backend unreachable; retrying", "err", unreach.Error(), "after", after.String())
 		return ctrl.Result{RequeueAfter: after}, nil
-	case errors.Is(err, errCredentialsNotFound):
+	case errors.As(err, &unauth):
+		r.sessions.Forget(ctx, p.UID)
+		s.ready(metav1.ConditionFalse, infrav1.MachineCredentialsRejectedReason, unauth.Error())
+		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
+	case errors.Is(err, errCredentialsNotFound), errors.Is(err, errCABundleNotFound):
 		s.ready(metav1.ConditionFalse, infrav1.MachineCredentialsNotFoundReason, err.Error())
+		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
+	case errors.Is(err, errUserDataNotFound):
+		s.ready(metav1.ConditionFalse, infrav1.MachineUserDataNotFoundReason, err.Error())
 		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
 	default:
 		s.ready(metav1.ConditionFalse, infrav1.MachineReconcileErrorReason, err.Error())
 		return ctrl.Result{}, err
 	}
+}
+
+// boundedLimiter stops handing out intervals after max looks: When returns 0 then.
+type boundedLimiter struct {
+	workqueue.TypedRateLimiter[types.UID]
+	max int
+}
+
+// When returns the next interval, or 0 once max looks were handed out.
+func (l *boundedLimiter) When(uid types.UID) time.Duration {
+	if l.NumRequeues(uid) >= l.max {
+		return 0
+	}
+	return l.TypedRateLimiter.When(uid)
 }
 
 // taskReason is the Ready reason while a task doing operation is in flight.
@@ -389,6 +466,7 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, u *unstructured.Unstru
 	}
 	r.inFlight.Forget(u.GetUID())
 	r.unreachable.Forget(u.GetUID())
+	r.guest.Forget(u.GetUID())
 	if err := r.client.Patch(ctx, u, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("failed to remove finalizer: %w", err))
 	}

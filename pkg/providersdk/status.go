@@ -18,9 +18,11 @@ import (
 
 // scope is one reconcile of one machine: the machine and the status being computed.
 type scope struct {
-	machine   *Machine
-	status    infrav1.MachineStatus
-	succeeded bool
+	machine         *Machine
+	status          infrav1.MachineStatus
+	details         any
+	succeeded       bool
+	waitingForGuest bool
 }
 
 // observe copies what the backend reported into the status.
@@ -31,6 +33,9 @@ func (s *scope) observe(o Observation, task Task) {
 	s.status.Addresses = o.Addresses
 	s.status.PowerState = o.PowerState
 	s.status.FailureDomain = o.FailureDomain
+	if o.Details != nil {
+		s.details = o.Details
+	}
 	s.setTask(task)
 }
 
@@ -60,7 +65,15 @@ func (r *Reconciler) patchStatus(ctx context.Context, u *unstructured.Unstructur
 	if s.succeeded {
 		s.status.ObservedGeneration = s.machine.Generation
 	}
-	if equality.Semantic.DeepEqual(*before, s.status) {
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	if status == nil {
+		status = map[string]any{}
+	}
+	details, err := r.detailsField(status, s.details)
+	if err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(*before, s.status) && details == nil {
 		return nil
 	}
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&s.status)
@@ -68,9 +81,8 @@ func (r *Reconciler) patchStatus(ctx context.Context, u *unstructured.Unstructur
 		return fmt.Errorf("failed to convert machine status: %w", err)
 	}
 	orig := u.DeepCopy()
-	status, _, _ := unstructured.NestedMap(u.Object, "status")
-	if status == nil {
-		status = map[string]any{}
+	if details != nil {
+		status[r.statusBlock] = details
 	}
 	for _, f := range contractStatusFields {
 		if v, ok := fields[f]; ok {
@@ -84,4 +96,20 @@ func (r *Reconciler) patchStatus(ctx context.Context, u *unstructured.Unstructur
 		return client.IgnoreNotFound(fmt.Errorf("failed to patch machine status: %w", err))
 	}
 	return nil
+}
+
+// detailsField returns the backend status block to write, or nil when it is unchanged
+// (or the Reconciler has no block).
+func (r *Reconciler) detailsField(status map[string]any, details any) (map[string]any, error) {
+	if r.statusBlock == "" || details == nil {
+		return nil, nil
+	}
+	block, err := runtime.DefaultUnstructuredConverter.ToUnstructured(details)
+	if err != nil {
+		return nil, fmt.Errorf("failed to convert backend status: %w", err)
+	}
+	if equality.Semantic.DeepEqual(status[r.statusBlock], any(block)) {
+		return nil, nil
+	}
+	return block, nil
 }

@@ -72,8 +72,10 @@ func (d *Driver) Connect(_ context.Context, info providersdk.ProviderInfo) (prov
 	return &session{driver: d, holdReady: info.Provider.Spec.Parameters[testv1.HoldReadyParameter] == "true"}, nil
 }
 
-// session is one connection to the test backend.
+// session is one connection to the test backend. It has one failure domain and takes
+// every image as its source names it (NopClient's Inventory and ResolveImage).
 type session struct {
+	providersdk.NopClient
 	driver    *Driver
 	holdReady bool
 }
@@ -141,6 +143,3 @@ func (s *session) Delete(_ context.Context, m *providersdk.Machine) (providersdk
 	delete(d.vms, m.UID)
 	return providersdk.DeleteResult{}, nil
 }
-
-// Disconnect does nothing.
-func (s *session) Disconnect(context.Context) error { return nil }

@@ -33,6 +33,16 @@ const (
 	// MachineCredentialsNotFoundReason: the Provider's credentials Secret does not exist.
 	MachineCredentialsNotFoundReason = "CredentialsNotFound"
 
+	// MachineTaskFailedReason: a backend task failed; the message carries the backend's
+	// error and the provider retries with backoff.
+	MachineTaskFailedReason = "TaskFailed"
+
+	// MachineCredentialsRejectedReason: the backend refused the Provider's credentials.
+	MachineCredentialsRejectedReason = "CredentialsRejected"
+
+	// MachineUserDataNotFoundReason: the Secret or key in spec.userData does not exist.
+	MachineUserDataNotFoundReason = "UserDataNotFound"
+
 	// MachineReconcileErrorReason: an unexpected error; the message carries it.
 	MachineReconcileErrorReason = "ReconcileError"
 )

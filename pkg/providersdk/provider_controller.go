@@ -1,0 +1,259 @@
+package providersdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+)
+
+// ProviderFinalizer keeps a Provider until no infrastructure machine runs on it, so its
+// backend VMs are always deleted through it and never orphaned.
+const ProviderFinalizer = "banlieue.io/provider"
+
+// ProviderReconciler claims the Providers of one provider class: it publishes the
+// machine kind core creates for them, checks the backend and credentials, reads the
+// inventory into failure domains on a modest interval, and holds a Provider being
+// deleted until its machines are gone.
+type ProviderReconciler struct {
+	client   client.Client
+	class    string
+	gvk      schema.GroupVersionKind
+	sessions *Sessions
+	interval time.Duration
+	backoff  workqueue.TypedRateLimiter[types.UID]
+}
+
+// NewProviderReconciler returns a ProviderReconciler for Providers of class whose
+// machines are of kind gvk, connecting through sessions. The inventory is refreshed
+// every interval while the backend is healthy, and retried with backoff when it is not.
+func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersionKind, sessions *Sessions, interval time.Duration) *ProviderReconciler {
+	return &ProviderReconciler{
+		client: c, class: class, gvk: gvk, sessions: sessions, interval: interval,
+		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](2*time.Second, interval),
+	}
+}
+
+// SetupWithManager registers the ProviderReconciler with mgr. It watches the Providers
+// of its class and the machines of its kind, so a Provider being deleted lets go as
+// soon as its last machine is gone.
+func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gvk)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.NewPredicateFuncs(r.claims))).
+		// Only a machine's removal can release a Provider being deleted.
+		Watches(u, handler.EnqueueRequestsFromMapFunc(providerOfMachine), builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
+		Named(r.class + "-provider").
+		Complete(r)
+}
+
+// claims reports whether o is a Provider of the reconciler's class.
+func (r *ProviderReconciler) claims(o client.Object) bool {
+	p, ok := o.(*banlieuev1.Provider)
+	return ok && p.Spec.ProviderClassRef.Name == r.class
+}
+
+// providerRefOf returns the Provider a machine names in spec.providerRef.
+func providerRefOf(o client.Object) (types.NamespacedName, bool) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return types.NamespacedName{}, false
+	}
+	ns, _, _ := unstructured.NestedString(u.Object, "spec", "providerRef", "namespace")
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "providerRef", "name")
+	return types.NamespacedName{Namespace: ns, Name: name}, ns != "" && name != ""
+}
+
+// providerOfMachine maps a machine to its Provider.
+func providerOfMachine(_ context.Context, o client.Object) []reconcile.Request {
+	if ref, ok := providerRefOf(o); ok {
+		return []reconcile.Request{{NamespacedName: ref}}
+	}
+	return nil
+}
+
+// machinesOn lists the machines of kind gvk whose providerRef names the Provider p.
+func machinesOn(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, p client.Object) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := c.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
+	}
+	want := client.ObjectKeyFromObject(p)
+	var on []unstructured.Unstructured
+	for i := range list.Items {
+		if ref, ok := providerRefOf(&list.Items[i]); ok && ref == want {
+			on = append(on, list.Items[i])
+		}
+	}
+	return on, nil
+}
+
+// Reconcile checks one Provider's backend and writes its status.
+func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &banlieuev1.Provider{}
+	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.claims(p) {
+		return ctrl.Result{}, nil
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KObj(p)))
+	if !p.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, p)
+	}
+	if !controllerutil.ContainsFinalizer(p, ProviderFinalizer) {
+		before := p.DeepCopy()
+		controllerutil.AddFinalizer(p, ProviderFinalizer)
+		if err := r.client.Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add finalizer: %w", err)
+		}
+	}
+
+	status := p.Status.DeepCopy()
+	status.MachineKind = &banlieuev1.MachineKind{APIGroup: r.gvk.Group, Version: r.gvk.Version, Kind: r.gvk.Kind}
+	res, err := r.check(ctx, p, status)
+	if err == nil {
+		status.ObservedGeneration = p.Generation
+	}
+	return res, errors.Join(err, r.patchStatus(ctx, p, status))
+}
+
+// check connects and reads the inventory into status, and says when to look again.
+func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, status *banlieuev1.ProviderStatus) (ctrl.Result, error) {
+	set := func(t string, ok bool, reason, message string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: p.Generation})
+	}
+	if p.Spec.Paused {
+		set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderPausedReason, "spec.paused is true: no VM is placed, changed or deleted here")
+		return ctrl.Result{}, nil
+	}
+	notReady := func(reason, message string) (ctrl.Result, error) {
+		set(banlieuev1.ReadyCondition, false, reason, message)
+		return ctrl.Result{RequeueAfter: r.backoff.When(p.UID)}, nil
+	}
+
+	cl, err := r.sessions.Connect(ctx, p)
+	if err == nil {
+		var inv Inventory
+		if inv, err = cl.Inventory(ctx); err == nil {
+			r.backoff.Forget(p.UID)
+			status.FailureDomains = inv.FailureDomains
+			set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
+			set(banlieuev1.ProviderCredentialsValidCondition, true, banlieuev1.ProviderCredentialsValidReason, "")
+			set(banlieuev1.ReadyCondition, true, banlieuev1.ProviderReadyReason, "")
+			return ctrl.Result{RequeueAfter: r.interval}, nil
+		}
+	}
+
+	var (
+		unreach *UnreachableError
+		unauth  *UnauthorizedError
+		perm    *PermanentError
+	)
+	switch {
+	case errors.As(err, &unreach):
+		r.sessions.Forget(ctx, p.UID)
+		set(banlieuev1.ProviderBackendReachableCondition, false, banlieuev1.ProviderBackendUnreachableReason, unreach.Err.Error())
+		set(banlieuev1.ProviderCredentialsValidCondition, false, banlieuev1.ProviderNotCheckedReason, "the backend could not be reached")
+		return notReady(banlieuev1.ProviderBackendUnreachableReason, unreach.Err.Error())
+	case errors.As(err, &unauth):
+		r.sessions.Forget(ctx, p.UID)
+		set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
+		set(banlieuev1.ProviderCredentialsValidCondition, false, banlieuev1.ProviderCredentialsRejectedReason, unauth.Err.Error())
+		return notReady(banlieuev1.ProviderCredentialsRejectedReason, unauth.Err.Error())
+	case errors.Is(err, errCredentialsNotFound), errors.Is(err, errCABundleNotFound):
+		set(banlieuev1.ProviderBackendReachableCondition, false, banlieuev1.ProviderNotCheckedReason, "the credentials or CA bundle are missing")
+		set(banlieuev1.ProviderCredentialsValidCondition, false, banlieuev1.ProviderCredentialsNotFoundReason, err.Error())
+		return notReady(banlieuev1.ProviderCredentialsNotFoundReason, err.Error())
+	case errors.As(err, &perm):
+		set(banlieuev1.ProviderBackendReachableCondition, false, banlieuev1.ProviderNotCheckedReason, "the credentials are invalid")
+		set(banlieuev1.ProviderCredentialsValidCondition, false, banlieuev1.ProviderCredentialsInvalidReason, perm.Message)
+		return notReady(banlieuev1.ProviderCredentialsInvalidReason, perm.Message)
+	case cl != nil:
+		// Connected, but the inventory failed: report it and keep the last failure domains.
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to read the inventory")
+		return notReady(banlieuev1.ProviderInventoryFailedReason, err.Error())
+	default:
+		return ctrl.Result{}, err
+	}
+}
+
+// reconcileDelete holds the Provider until none of its machines is left, then drops
+// its session and its finalizer.
+func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.Provider) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(p, ProviderFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	machines, err := machinesOn(ctx, r.client, r.gvk, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if n := len(machines); n > 0 {
+		names := make([]string, 0, n)
+		for i := range machines {
+			names = append(names, machines[i].GetNamespace()+"/"+machines[i].GetName())
+		}
+		slices.Sort(names)
+		if len(names) > 5 {
+			names = append(names[:5], "…")
+		}
+		status := p.Status.DeepCopy()
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type: banlieuev1.ReadyCondition, Status: metav1.ConditionFalse, Reason: banlieuev1.ProviderDeletionBlockedReason, ObservedGeneration: p.Generation,
+			Message: fmt.Sprintf("deletion waits for %d %s still on this Provider (%s); delete or move their VMs", n, r.gvk.Kind, strings.Join(names, ", ")),
+		})
+		return ctrl.Result{}, r.patchStatus(ctx, p, status)
+	}
+	r.sessions.Forget(ctx, p.UID)
+	r.backoff.Forget(p.UID)
+	before := p.DeepCopy()
+	controllerutil.RemoveFinalizer(p, ProviderFinalizer)
+	if err := r.client.Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("failed to remove finalizer: %w", err))
+	}
+	return ctrl.Result{}, nil
+}
+
+// patchStatus writes status when it differs from the Provider's.
+func (r *ProviderReconciler) patchStatus(ctx context.Context, p *banlieuev1.Provider, status *banlieuev1.ProviderStatus) error {
+	if equality.Semantic.DeepEqual(&p.Status, status) {
+		return nil
+	}
+	before := p.DeepCopy()
+	p.Status = *status
+	if err := r.client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("failed to patch Provider status: %w", err))
+	}
+	return nil
+}

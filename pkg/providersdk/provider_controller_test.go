@@ -1,0 +1,190 @@
+package providersdk_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/test/provider"
+	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
+)
+
+var testMachineGVK = testv1.GroupVersion.WithKind("TestMachine")
+
+// conditionsOf reduces a Provider's conditions to type → "Status/Reason: Message".
+func conditionsOf(p *banlieuev1.Provider) map[string]string {
+	out := map[string]string{}
+	for _, c := range p.Status.Conditions {
+		out[c.Type] = string(c.Status) + "/" + c.Reason + ": " + c.Message
+	}
+	return out
+}
+
+func (e *env) getProvider() *banlieuev1.Provider {
+	e.t.Helper()
+	p := &banlieuev1.Provider{}
+	if err := k8s.Get(e.ctx, client.ObjectKeyFromObject(e.provider), p); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) reconcileProvider(r *providersdk.ProviderReconciler) ctrl.Result {
+	e.t.Helper()
+	res, err := r.Reconcile(e.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e.provider)})
+	if err != nil {
+		e.t.Fatalf("reconcile Provider: %v", err)
+	}
+	return res
+}
+
+// backendWith is a Driver whose sessions fail to connect with connectErr, or else run
+// the inventory function inv.
+func backendWith(connectErr error, inv func(context.Context) (providersdk.Inventory, error)) providersdk.Driver {
+	return providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		if connectErr != nil {
+			return nil, connectErr
+		}
+		return providersdk.ClientFns{InventoryFn: inv}, nil
+	})
+}
+
+func newProviderReconciler(d providersdk.Driver) *providersdk.ProviderReconciler {
+	return providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK, providersdk.NewSessions(d, k8s), time.Minute)
+}
+
+func TestProviderStatusSaysWhatIsWrongWithTheBackend(t *testing.T) {
+	domains := []banlieuev1.FailureDomain{{Name: "rack-a", Labels: map[string]string{"rack": "a"}, Attributes: banlieuev1.FailureDomainAttributes{AvailableStorageClasses: []string{"fast"}}}}
+	healthy := func(context.Context) (providersdk.Inventory, error) {
+		return providersdk.Inventory{FailureDomains: domains}, nil
+	}
+	tests := []struct {
+		name        string
+		driver      providersdk.Driver
+		credentials bool
+		want        map[string]string
+		wantDomains []banlieuev1.FailureDomain
+	}{{
+		name:        "a healthy backend makes the Provider Ready with its failure domains",
+		driver:      backendWith(nil, healthy),
+		credentials: true,
+		want:        map[string]string{"Ready": "True/Ready: ", "BackendReachable": "True/Reachable: ", "CredentialsValid": "True/Valid: "},
+		wantDomains: domains,
+	}, {
+		name:        "an unreachable backend says so and leaves the credentials unchecked",
+		driver:      backendWith(providersdk.Unreachable(errors.New("dial tcp 127.0.0.1:1: connection refused")), healthy),
+		credentials: true,
+		want: map[string]string{
+			"Ready":            "False/Unreachable: dial tcp 127.0.0.1:1: connection refused",
+			"BackendReachable": "False/Unreachable: dial tcp 127.0.0.1:1: connection refused",
+			"CredentialsValid": "False/NotChecked: the backend could not be reached",
+		},
+	}, {
+		name:        "rejected credentials say so",
+		driver:      backendWith(providersdk.Unauthorized(errors.New("the backend rejected the username or password")), healthy),
+		credentials: true,
+		want: map[string]string{
+			"Ready":            "False/CredentialsRejected: the backend rejected the username or password",
+			"BackendReachable": "True/Reachable: ",
+			"CredentialsValid": "False/CredentialsRejected: the backend rejected the username or password",
+		},
+	}, {
+		name:        "malformed credentials say which key is missing",
+		driver:      backendWith(providersdk.Permanent("", `credentials Secret has no key "password"`), healthy),
+		credentials: true,
+		want: map[string]string{
+			"Ready":            `False/CredentialsInvalid: credentials Secret has no key "password"`,
+			"BackendReachable": "False/NotChecked: the credentials are invalid",
+			"CredentialsValid": `False/CredentialsInvalid: credentials Secret has no key "password"`,
+		},
+	}, {
+		name:   "a missing credentials Secret says which",
+		driver: backendWith(nil, healthy),
+		want: map[string]string{
+			"Ready":            "False/CredentialsNotFound: secret NS/creds: credentials Secret not found",
+			"BackendReachable": "False/NotChecked: the credentials or CA bundle are missing",
+			"CredentialsValid": "False/CredentialsNotFound: secret NS/creds: credentials Secret not found",
+		},
+	}, {
+		name:        "a failed inventory keeps the backend's other conditions",
+		driver:      backendWith(nil, func(context.Context) (providersdk.Inventory, error) { return providersdk.Inventory{}, errors.New("property collector timed out") }),
+		credentials: true,
+		want:        map[string]string{"Ready": "False/InventoryFailed: property collector timed out"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, func(p *banlieuev1.Provider) {
+				p.Spec.Connection.CredentialsRef = &banlieuev1.LocalObjectReference{Name: "creds"}
+			})
+			if tt.credentials {
+				e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "creds"}, StringData: map[string]string{"username": "u", "password": "p"}})
+			}
+			res := e.reconcileProvider(newProviderReconciler(tt.driver))
+			got := e.getProvider()
+			want := map[string]string{}
+			for k, v := range tt.want {
+				want[k] = strings.ReplaceAll(v, "NS", e.ns)
+			}
+			if diff := cmp.Diff(want, conditionsOf(got)); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantDomains, got.Status.FailureDomains, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("failure domains (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(&provider.MachineKind, got.Status.MachineKind); diff != "" {
+				t.Errorf("machineKind (-want +got):\n%s", diff)
+			}
+			if res.RequeueAfter <= 0 {
+				t.Error("no requeue: the Provider would never be looked at again")
+			}
+			if !strings.Contains(strings.Join(got.Finalizers, ","), providersdk.ProviderFinalizer) {
+				t.Errorf("finalizers %v lack %s", got.Finalizers, providersdk.ProviderFinalizer)
+			}
+		})
+	}
+}
+
+func TestAProviderOfAnotherClassIsLeftAlone(t *testing.T) {
+	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = "someone-else" })
+	e.reconcileProvider(newProviderReconciler(backendWith(nil, nil)))
+	got := e.getProvider()
+	if len(got.Finalizers) != 0 || got.Status.MachineKind != nil || len(got.Status.Conditions) != 0 {
+		t.Errorf("a Provider of another class was touched: finalizers %v, status %+v", got.Finalizers, got.Status)
+	}
+}
+
+func TestAProviderIsDeletedOnlyOnceItsMachinesAreGone(t *testing.T) {
+	e := newEnv(t)
+	r := newProviderReconciler(backendWith(nil, nil))
+	e.reconcileProvider(r)
+	m := e.machine("web")
+	if err := k8s.Delete(e.ctx, e.getProvider()); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileProvider(r)
+	c := meta.FindStatusCondition(e.getProvider().Status.Conditions, banlieuev1.ReadyCondition)
+	want := "deletion waits for 1 TestMachine still on this Provider (" + e.ns + "/web); delete or move their VMs"
+	if c == nil || c.Reason != banlieuev1.ProviderDeletionBlockedReason || c.Message != want {
+		t.Fatalf("Ready = %+v, want reason %s and message %q", c, banlieuev1.ProviderDeletionBlockedReason, want)
+	}
+
+	if err := k8s.Delete(e.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileProvider(r)
+	if err := k8s.Get(e.ctx, client.ObjectKeyFromObject(e.provider), &banlieuev1.Provider{}); err == nil {
+		t.Error("the Provider still exists after its last machine went")
+	}
+}

@@ -1,0 +1,108 @@
+package providersdk
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+)
+
+// errCredentialsNotFound says the Provider's Secret does not exist.
+var errCredentialsNotFound = errors.New("credentials Secret not found")
+
+// errCABundleNotFound says the Provider's CA bundle ConfigMap, Secret or key does not exist.
+var errCABundleNotFound = errors.New("CA bundle not found")
+
+// Sessions hands out one backend session per Provider, shared by every controller of a
+// provider process: the machine, Provider and VMImage reconcilers. A session is replaced
+// when the Provider's spec changes, its credentials Secret is rotated or its CA bundle's
+// content changes; it is never opened per reconcile.
+type Sessions struct {
+	driver Driver
+	reader client.Reader
+	cache  *sessionCache
+}
+
+// NewSessions returns Sessions that connect with driver and read Secrets and ConfigMaps
+// with reader. Use the manager's API reader, so no Secret is cached cluster-wide.
+func NewSessions(driver Driver, reader client.Reader) *Sessions {
+	return &Sessions{driver: driver, reader: reader, cache: newSessionCache()}
+}
+
+// Connect returns the Provider's session, connecting when there is none for the
+// Provider's current spec, credentials and CA bundle.
+func (s *Sessions) Connect(ctx context.Context, p *banlieuev1.Provider) (Client, error) {
+	info := ProviderInfo{Provider: p}
+	key := sessionKey{provider: p.UID, generation: p.Generation}
+	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
+		secret := &corev1.Secret{}
+		if err := s.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("secret %s/%s: %w", p.Namespace, ref.Name, errCredentialsNotFound)
+			}
+			return nil, fmt.Errorf("failed to get credentials Secret: %w", err)
+		}
+		info.Credentials, key.secretVersion = secret.Data, secret.ResourceVersion
+	}
+	ca, err := s.caBundle(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if ca != nil {
+		sum := sha256.Sum256(ca)
+		info.CABundle, key.caDigest = ca, hex.EncodeToString(sum[:])
+	}
+	return s.cache.get(ctx, key, func(ctx context.Context) (Client, error) {
+		ctrl.LoggerFrom(ctx).V(2).Info("Connecting to backend", "Provider", klog.KObj(p))
+		return s.driver.Connect(ctx, info)
+	})
+}
+
+// Forget drops the Provider's session, so the next Connect opens a new one.
+func (s *Sessions) Forget(ctx context.Context, provider types.UID) { s.cache.forget(ctx, provider) }
+
+// caBundle reads spec.connection.caBundle from wherever it is given; nil when unset.
+func (s *Sessions) caBundle(ctx context.Context, p *banlieuev1.Provider) ([]byte, error) {
+	b := p.Spec.Connection.CABundle
+	switch {
+	case b == nil:
+		return nil, nil
+	case b.Inline != "":
+		return []byte(b.Inline), nil
+	case b.ConfigMapRef != nil:
+		cm := &corev1.ConfigMap{}
+		if err := s.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: b.ConfigMapRef.Name}, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("ConfigMap %s/%s: %w", p.Namespace, b.ConfigMapRef.Name, errCABundleNotFound)
+			}
+			return nil, fmt.Errorf("failed to get CA bundle ConfigMap: %w", err)
+		}
+		if v, ok := cm.Data[b.ConfigMapRef.Key]; ok {
+			return []byte(v), nil
+		}
+		return nil, fmt.Errorf("ConfigMap %s/%s has no key %q: %w", p.Namespace, b.ConfigMapRef.Name, b.ConfigMapRef.Key, errCABundleNotFound)
+	case b.SecretRef != nil:
+		secret := &corev1.Secret{}
+		if err := s.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: b.SecretRef.Name}, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("secret %s/%s: %w", p.Namespace, b.SecretRef.Name, errCABundleNotFound)
+			}
+			return nil, fmt.Errorf("failed to get CA bundle Secret: %w", err)
+		}
+		if v, ok := secret.Data[b.SecretRef.Key]; ok {
+			return v, nil
+		}
+		return nil, fmt.Errorf("secret %s/%s has no key %q: %w", p.Namespace, b.SecretRef.Name, b.SecretRef.Key, errCABundleNotFound)
+	}
+	return nil, nil
+}

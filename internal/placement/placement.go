@@ -317,11 +317,15 @@ func (s *Scheduler) validate(pr *prepared, loc Location) (*Decision, string) {
 // VM already placed there (placed), only what the user or the admin declared counts: a
 // Provider that is paused, unclaimed, not Ready or whose image row is not ready keeps
 // its VMs, since moving a VM deletes its machine and a backend outage is not a reason.
+// A Provider being deleted is the admin's word: its VMs move (or, with migrationPolicy
+// never, hold its deletion until they are deleted).
 func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) string {
 	req, p := pr.req, e.p
 	switch {
 	case req.ProviderSelector != nil && !req.ProviderSelector.Matches(labels.Set(p.Labels)):
 		return "not selected by placement.providerSelector"
+	case !p.DeletionTimestamp.IsZero():
+		return "being deleted"
 	case placed:
 	case p.Spec.Paused:
 		return "paused"

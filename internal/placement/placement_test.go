@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,10 @@ func ofClass(class string) providerOpt {
 }
 
 func paused() providerOpt { return func(p *banlieuev1.Provider) { p.Spec.Paused = true } }
+
+func deleting() providerOpt {
+	return func(p *banlieuev1.Provider) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }
+}
 
 func unclaimed() providerOpt { return func(p *banlieuev1.Provider) { p.Status.MachineKind = nil } }
 
@@ -709,6 +714,13 @@ func TestValidate(t *testing.T) {
 			req:       request(),
 			loc:       at("c", ""),
 			wantWhy:   "Provider infra/c no longer exists",
+		},
+		{
+			name:      "A location on a Provider being deleted is invalid: deleting a Provider moves its VMs.",
+			providers: []*banlieuev1.Provider{provider("a", deleting())},
+			req:       request(),
+			loc:       at("a", ""),
+			wantWhy:   "Provider infra/a: being deleted",
 		},
 		{
 			name:      "A location on a paused Provider stays valid: pausing never moves VMs.",

@@ -13,7 +13,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -59,19 +58,12 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// setupCore registers the core controller and the health checks with mgr. It is the
-// one place the core controller is wired, shared by 'banlieue controller' and
-// 'banlieue dev': give the Reconciler any new dependency (a Recorder, options) here.
+// setupCore registers the core controller with mgr. It is the one place the core
+// controller is wired, shared by 'banlieue controller' and 'banlieue dev': give the
+// Reconciler any new dependency (a Recorder, options) here.
 func setupCore(ctx context.Context, mgr ctrl.Manager) error {
-	// Core controller wiring: the single place to change.
 	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return fmt.Errorf("failed to set up the VirtualMachine controller: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("failed to add the health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("failed to add the readiness check: %w", err)
 	}
 	return nil
 }

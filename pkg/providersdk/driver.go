@@ -43,13 +43,14 @@ type ProviderInfo struct {
 // Driver connects to a backend. It is the one thing a provider writes.
 type Driver interface {
 	// Connect opens a session to the backend of info.Provider. The Reconciler caches
-	// the Client and connects again when the Provider or its Secret changes.
+	// the Client and connects again when the Provider or its Secret changes. ctx bounds
+	// the connection attempt only: the session must not keep it.
 	Connect(ctx context.Context, info ProviderInfo) (Client, error)
 }
 
-// Client is a session to one Provider's backend. Every method is idempotent and
-// returns promptly: a long backend operation is reported as a Task and polled through
-// Observe.
+// Client is a session to one Provider's backend, shared by concurrent reconciles, so
+// its methods must be safe for concurrent use. Every method is idempotent and returns
+// promptly: a long backend operation is reported as a Task and polled through Observe.
 type Client interface {
 	// Observe finds the machine's VM by the machine's UID and reports its state. It never
 	// changes the backend.

@@ -1,8 +1,10 @@
 package providersdk
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // PermanentError is a failure that retrying cannot fix: the Reconciler sets Ready=False
@@ -115,4 +117,20 @@ func (e *TaskFailedError) Error() string {
 // TaskFailed returns a TaskFailedError for task with the backend's message.
 func TaskFailed(task Task, message string) error {
 	return &TaskFailedError{Task: task, Message: message}
+}
+
+// DefaultCallTimeout bounds one reconcile's backend calls, so a backend that hangs
+// never holds a worker: it is reported as unreachable and retried with backoff.
+const DefaultCallTimeout = time.Minute
+
+// withBackend runs f with a context that ends after timeout; f's error is returned as
+// an UnreachableError when the deadline cut it short.
+func withBackend(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+	bctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := f(bctx)
+	if err != nil && errors.Is(bctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil && !IsUnreachable(err) {
+		return Unreachable(fmt.Errorf("the backend did not answer within %s", timeout))
+	}
+	return err
 }

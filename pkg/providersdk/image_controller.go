@@ -131,11 +131,14 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, src *banlieuev1.ImageSource, p *banlieuev1.Provider) (*banlieuev1.ImageProviderStatus, time.Duration, error) {
 	key := types.UID(string(img.UID) + "/" + string(p.UID))
 	log := ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KObj(p))
-	cl, err := r.sessions.Connect(ctx, p)
 	var res ImageResult
-	if err == nil {
-		res, err = cl.ResolveImage(ctx, &Image{Name: img.Name, UID: img.UID, Source: *src})
-	}
+	err := withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) error {
+		cl, err := r.sessions.Connect(ctx, p)
+		if err == nil {
+			res, err = cl.ResolveImage(ctx, &Image{Name: img.Name, UID: img.UID, Source: *src})
+		}
+		return err
+	})
 	if err != nil {
 		if IsUnreachable(err) || IsUnauthorized(err) {
 			r.sessions.Forget(ctx, p.UID)

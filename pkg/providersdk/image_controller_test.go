@@ -69,7 +69,9 @@ func TestEachProviderWritesItsOwnImageRow(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.readyProvider("a"), e.readyProvider("b")
 	answers := map[string]func() (providersdk.ImageResult, error){
-		"test://a": func() (providersdk.ImageResult, error) { return providersdk.ImageResult{Ready: true, ResolvedRef: "vm-42"}, nil },
+		"test://a": func() (providersdk.ImageResult, error) {
+			return providersdk.ImageResult{Ready: true, ResolvedRef: "vm-42"}, nil
+		},
 		"test://b": func() (providersdk.ImageResult, error) {
 			return providersdk.ImageResult{Reason: "TemplateNotFound", Message: `template "ubuntu-tpl" not found`}, nil
 		},

@@ -163,17 +163,26 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		return ctrl.Result{RequeueAfter: r.backoff.When(p.UID)}, nil
 	}
 
-	cl, err := r.sessions.Connect(ctx, p)
-	if err == nil {
-		var inv Inventory
-		if inv, err = cl.Inventory(ctx); err == nil {
-			r.backoff.Forget(p.UID)
-			status.FailureDomains = inv.FailureDomains
-			set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
-			set(banlieuev1.ProviderCredentialsValidCondition, true, banlieuev1.ProviderCredentialsValidReason, "")
-			set(banlieuev1.ReadyCondition, true, banlieuev1.ProviderReadyReason, "")
-			return ctrl.Result{RequeueAfter: r.interval}, nil
+	var (
+		inv       Inventory
+		connected bool
+	)
+	err := withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) error {
+		cl, err := r.sessions.Connect(ctx, p)
+		if err != nil {
+			return err
 		}
+		connected = true
+		inv, err = cl.Inventory(ctx)
+		return err
+	})
+	if err == nil {
+		r.backoff.Forget(p.UID)
+		status.FailureDomains = inv.FailureDomains
+		set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
+		set(banlieuev1.ProviderCredentialsValidCondition, true, banlieuev1.ProviderCredentialsValidReason, "")
+		set(banlieuev1.ReadyCondition, true, banlieuev1.ProviderReadyReason, "")
+		return ctrl.Result{RequeueAfter: r.interval}, nil
 	}
 
 	var (
@@ -200,7 +209,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		set(banlieuev1.ProviderBackendReachableCondition, false, banlieuev1.ProviderNotCheckedReason, "the credentials are invalid")
 		set(banlieuev1.ProviderCredentialsValidCondition, false, banlieuev1.ProviderCredentialsInvalidReason, perm.Message)
 		return notReady(banlieuev1.ProviderCredentialsInvalidReason, perm.Message)
-	case cl != nil:
+	case connected:
 		// Connected, but the inventory failed: report it and keep the last failure domains.
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to read the inventory")
 		return notReady(banlieuev1.ProviderInventoryFailedReason, err.Error())

@@ -118,8 +118,10 @@ func TestProviderStatusSaysWhatIsWrongWithTheBackend(t *testing.T) {
 			"CredentialsValid": "False/CredentialsNotFound: secret NS/creds: credentials Secret not found",
 		},
 	}, {
-		name:        "a failed inventory keeps the backend's other conditions",
-		driver:      backendWith(nil, func(context.Context) (providersdk.Inventory, error) { return providersdk.Inventory{}, errors.New("property collector timed out") }),
+		name: "a failed inventory keeps the backend's other conditions",
+		driver: backendWith(nil, func(context.Context) (providersdk.Inventory, error) {
+			return providersdk.Inventory{}, errors.New("property collector timed out")
+		}),
 		credentials: true,
 		want:        map[string]string{"Ready": "False/InventoryFailed: property collector timed out"},
 	}}

@@ -37,6 +37,7 @@ type Reconciler struct {
 	finalizer   string
 	sessions    *Sessions
 	statusBlock string
+	callTimeout time.Duration
 
 	inFlight    workqueue.TypedRateLimiter[types.UID]
 	unreachable workqueue.TypedRateLimiter[types.UID]
@@ -68,6 +69,9 @@ func WithSessions(s *Sessions) Option {
 // WithStatusBlock names the machine's status field that Observation.Details are written
 // to, e.g. "vsphere" for status.vsphere. Without it Details are dropped.
 func WithStatusBlock(field string) Option { return func(r *Reconciler) { r.statusBlock = field } }
+
+// WithCallTimeout bounds the backend calls of one reconcile; DefaultCallTimeout when unset.
+func WithCallTimeout(d time.Duration) Option { return func(r *Reconciler) { r.callTimeout = d } }
 
 // WithInFlightBackoff sets the requeue interval while a backend task is in flight: it
 // starts at base and doubles up to max. The default is 1s to 1m.
@@ -104,6 +108,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		reader:      c,
 		gvk:         gvk,
 		finalizer:   gvk.Group + "/" + strings.ToLower(gvk.Kind),
+		callTimeout: DefaultCallTimeout,
 		inFlight:    workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, time.Minute),
 		unreachable: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Second, 5*time.Minute),
 	}
@@ -208,14 +213,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	cl, err := r.connect(ctx, p)
-	if err == nil {
-		if deleting {
-			err = r.reconcileDelete(ctx, cl, s)
-		} else {
-			err = r.reconcileNormal(ctx, cl, s)
+	err = withBackend(ctx, r.callTimeout, func(ctx context.Context) error {
+		cl, err := r.sessions.Connect(ctx, p)
+		if err != nil {
+			return err
 		}
-	}
+		if deleting {
+			return r.reconcileDelete(ctx, cl, s)
+		}
+		return r.reconcileNormal(ctx, cl, s)
+	})
 	if errors.Is(err, errGone) {
 		return ctrl.Result{}, r.removeFinalizer(ctx, u)
 	}
@@ -231,11 +238,6 @@ var errGone = errors.New("backend VM is gone")
 
 // errUserDataNotFound says the Secret or key in spec.userData does not exist.
 var errUserDataNotFound = errors.New("user-data not found")
-
-// connect returns the Provider's cached session, connecting when needed.
-func (r *Reconciler) connect(ctx context.Context, p *banlieuev1.Provider) (Client, error) {
-	return r.sessions.Connect(ctx, p)
-}
 
 // userData reads the payload spec.userData names, or nil when there is none.
 func (r *Reconciler) userData(ctx context.Context, m *Machine) ([]byte, error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -364,5 +365,46 @@ func TestAMissingSecretSaysSo(t *testing.T) {
 	}
 	if got := readyOf(e.get(m)); got.Status != "False" || got.Reason != infrav1.MachineCredentialsNotFoundReason {
 		t.Errorf("Ready = %+v, want False %s", got, infrav1.MachineCredentialsNotFoundReason)
+	}
+}
+
+func TestARunningVMWithoutAnAddressIsLookedAtAgainForAWhile(t *testing.T) {
+	e := newEnv(t)
+	waiting := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{ObserveFn: func(context.Context, *providersdk.Machine) (providersdk.Observation, error) {
+			return providersdk.Observation{Exists: true, UpToDate: true, PowerState: banlieuev1.PowerStatePoweredOn, WaitingForGuest: true}, nil
+		}}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, waiting, providersdk.WithFinalizer(provider.Finalizer), providersdk.WithGuestBackoff(time.Second, 4*time.Second, 3))
+	m := e.machine("web")
+	var afters []time.Duration
+	for range 4 {
+		afters = append(afters, e.mustReconcile(r, m).RequeueAfter)
+	}
+	if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 0}, afters); diff != "" {
+		t.Errorf("requeue intervals (-want +got):\n%s", diff)
+	}
+	// Ready does not wait for an address: a guest with no OS never reports one.
+	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(e.get(m))); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+}
+
+func TestABackendThatHangsIsReportedUnreachable(t *testing.T) {
+	e := newEnv(t)
+	hanging := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{ObserveFn: func(ctx context.Context, _ *providersdk.Machine) (providersdk.Observation, error) {
+			<-ctx.Done()
+			return providersdk.Observation{}, ctx.Err()
+		}}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, hanging, providersdk.WithFinalizer(provider.Finalizer), providersdk.WithCallTimeout(100*time.Millisecond))
+	m := e.machine("web")
+	if res := e.mustReconcile(r, m); res.RequeueAfter <= 0 {
+		t.Errorf("requeue after %v, want a backoff", res.RequeueAfter)
+	}
+	want := ready{"False", infrav1.MachineBackendUnreachableReason, "backend unreachable: the backend did not answer within 100ms"}
+	if diff := cmp.Diff(want, readyOf(e.get(m))); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
 }

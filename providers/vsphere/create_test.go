@@ -1,0 +1,108 @@
+package vsphere
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+)
+
+func TestCrashDuringACloneLeavesOneVM(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	vspheretest.DelayTask(t, vspheretest.TaskClone, 1500*time.Millisecond)
+	m := newMachine("9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d")
+
+	// The first provider starts the clone and dies before it records the task.
+	first, err := NewDriver().Connect(ctx, infoFor(sim, providerFor(sim)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Disconnect(ctx)
+
+	// The restarted provider finds no VM yet, and creates again.
+	s := connect(t, sim, NewDriver())
+	o, err := s.Observe(ctx, m)
+	if err != nil || o.Exists {
+		t.Fatalf("Observe while the first clone runs = %+v, %v; want no VM yet", o, err)
+	}
+	res, err := s.Create(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Task.InFlight() {
+		t.Fatal("the second Create started no clone, so the test no longer shows a clone failing on DuplicateName")
+	}
+	o = settle(t, s, m, res.Task)
+	if !o.Exists {
+		t.Fatalf("after the second clone failed on the first one's VM, Observe = %+v; want the VM adopted", o)
+	}
+	theVM(t, sim, string(m.UID))
+}
+
+func TestDeleteWhileTheCloneRunsWaitsForTheClone(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	vspheretest.DelayTask(t, vspheretest.TaskClone, time.Second)
+	s := connect(t, sim, NewDriver())
+	m := newMachine("2c3d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e6f")
+	res, err := s.Create(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Task = res.Task
+	o, err := s.Observe(ctx, m)
+	if err != nil || !o.Exists || o.Task != res.Task {
+		t.Fatalf("Observe during the clone = %+v, %v; want the VM reported as existing, with the clone in flight", o, err)
+	}
+	if _, err := s.Delete(ctx, m); !providersdk.IsInFlight(err) {
+		t.Fatalf("Delete during the clone = %v; want InFlight", err)
+	}
+	settle(t, s, m, res.Task)
+	for range 2 {
+		res, err := s.Delete(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s, m, res.Task)
+	}
+	if vms, err := sim.VMsWithUID(ctx, string(m.UID)); err != nil || len(vms) != 0 {
+		t.Fatalf("%d VMs left with the machine's UID (%v)", len(vms), err)
+	}
+}
+
+func TestCreateRefusesAnotherVMWithTheSameName(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	s := connect(t, sim, NewDriver())
+	m := newMachine("1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d")
+
+	// Someone clones the template under the machine's VM name.
+	tmpl := object.NewVirtualMachine(sim.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: sim.TemplateRef})
+	inv, err := s.domains(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := inv.byName["dc0-dc0-c0"]
+	task, err := tmpl.Clone(ctx, object.NewFolder(sim.Client.Client, fd.vmFolder), vmName(m.Namespace, m.Name),
+		types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &fd.resourcePool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = s.Create(ctx, m)
+	if msg := wantErr(providersdk.IsPermanent, `a VM named "team-a-web-1b2c3d4e" already exists in the target folder and is not this machine's`, "")(err); msg != "" {
+		t.Fatal(msg)
+	}
+}

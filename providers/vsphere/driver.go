@@ -1,0 +1,86 @@
+package vsphere
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// ProviderClass is the provider class this driver serves.
+const ProviderClass = "vsphere"
+
+// Defaults of the Driver's options.
+const (
+	// DefaultKeepAlive is how often an idle session is kept alive: well under vCenter's
+	// default idle timeout of 30 minutes.
+	DefaultKeepAlive = 5 * time.Minute
+	// DefaultShutdownTimeout is how long a guest has to shut down before it is powered off.
+	DefaultShutdownTimeout = 2 * time.Minute
+	// DefaultResponseTimeout bounds the wait for vCenter's answer to one call, so a vCenter
+	// that accepts connections but hangs is reported unreachable rather than blocking.
+	DefaultResponseTimeout = 2 * time.Minute
+)
+
+// Driver connects to vCenters. It implements providersdk.Driver.
+type Driver struct {
+	keepAlive       time.Duration
+	shutdownTimeout time.Duration
+	responseTimeout time.Duration
+	httpClient      *http.Client
+	now             func() time.Time
+}
+
+var _ providersdk.Driver = (*Driver)(nil)
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithKeepAlive sets how often an idle session is kept alive.
+func WithKeepAlive(d time.Duration) Option { return func(dr *Driver) { dr.keepAlive = d } }
+
+// WithShutdownTimeout sets how long a guest has to shut down on its own before the VM
+// is powered off.
+func WithShutdownTimeout(d time.Duration) Option {
+	return func(dr *Driver) { dr.shutdownTimeout = d }
+}
+
+// WithResponseTimeout sets how long one call waits for vCenter's answer.
+func WithResponseTimeout(d time.Duration) Option {
+	return func(dr *Driver) { dr.responseTimeout = d }
+}
+
+// WithImportHTTPClient sets the HTTP client that image imports download with; by default
+// one that uses the system's roots and proxy settings.
+func WithImportHTTPClient(c *http.Client) Option { return func(dr *Driver) { dr.httpClient = c } }
+
+// WithClock sets the clock the driver reads, for tests.
+func WithClock(now func() time.Time) Option { return func(dr *Driver) { dr.now = now } }
+
+// NewDriver returns a Driver configured by opts.
+func NewDriver(opts ...Option) *Driver {
+	d := &Driver{
+		keepAlive:       DefaultKeepAlive,
+		shutdownTimeout: DefaultShutdownTimeout,
+		responseTimeout: DefaultResponseTimeout,
+		httpClient:      &http.Client{Transport: http.DefaultTransport},
+		now:             time.Now,
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// Connect logs in to the Provider's vCenter and returns the session. It fails with
+// providersdk.Unreachable when vCenter cannot be reached or its certificate not
+// verified, providersdk.Unauthorized when it rejects the credentials, and
+// providersdk.Permanent when the Provider or its Secret is incomplete.
+func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
+	s, err := d.connect(ctx, info)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

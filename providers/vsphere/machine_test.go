@@ -1,0 +1,447 @@
+package vsphere
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+)
+
+// theVM returns the one VM that carries uid, failing unless there is exactly one.
+func theVM(t *testing.T, sim *vspheretest.Simulator, uid string) mo.VirtualMachine {
+	t.Helper()
+	vms, err := sim.VMsWithUID(context.Background(), uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vms) != 1 {
+		t.Fatalf("%d VMs carry UID %s, want 1", len(vms), uid)
+	}
+	return vms[0]
+}
+
+// vmDisks returns a VM's disks' sizes in GiB and whether each is thin.
+func vmDisks(vm mo.VirtualMachine) (sizes []int64, thin []bool) {
+	for _, d := range disks(vm.Config.Hardware.Device) {
+		sizes = append(sizes, diskBytes(d)/gib)
+		b, _ := d.Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+		thin = append(thin, b != nil && b.ThinProvisioned != nil && *b.ThinProvisioned)
+	}
+	return sizes, thin
+}
+
+// update calls Update after an Observe that finds the VM out of date, and settles its task.
+func update(t *testing.T, s *session, m *providersdk.Machine) providersdk.Observation {
+	t.Helper()
+	o, err := s.Observe(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.UpToDate {
+		t.Fatalf("VM is up to date before Update: %+v", o)
+	}
+	res, err := s.Update(context.Background(), m, o)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if !res.Task.InFlight() {
+		t.Fatalf("Update started no task")
+	}
+	return settle(t, s, m, res.Task)
+}
+
+func TestMachineLifecycle(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	s := connect(t, sim, NewDriver())
+
+	const uid = "5b0e7d0e-1c8a-4a52-9a55-0c3c0b1f0a01"
+	m := newMachine(uid)
+	m.Spec.Hardware = infrav1.MachineHardware{CPUs: 4, MemoryMiB: 4096, Firmware: banlieuev1.FirmwareEFISecure}
+	m.Spec.Disks = []infrav1.MachineDisk{
+		{Name: "root", SizeGiB: 20, StorageClass: "standard", Target: map[string]string{"datastore": vspheretest.Datastore}},
+		{Name: "data", SizeGiB: 5, StorageClass: "standard", Provisioning: banlieuev1.DiskProvisioningThick, Target: map[string]string{"datastore": vspheretest.Datastore}},
+	}
+	m.Spec.Interfaces = []infrav1.MachineInterface{
+		{Name: "eth0", NetworkClass: "dv", Target: map[string]string{"network": vspheretest.PortGroup}},
+		{Name: "eth1", NetworkClass: "prod", Target: map[string]string{"network": vspheretest.Network}},
+	}
+	m.UserData = []byte("#cloud-config\nhostname: web\n")
+
+	var moRef string
+	t.Run("before Create, Observe finds no VM", func(t *testing.T) {
+		o, err := s.Observe(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(providersdk.Observation{}, o); diff != "" {
+			t.Errorf("Observe (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("Create returns the clone task at once, and the VM has the machine's shape", func(t *testing.T) {
+		res, err := s.Create(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(res.Task.Ref, "task-") || res.Task.Operation != providersdk.OperationClone {
+			t.Fatalf("Create task = %+v, want a clone task", res.Task)
+		}
+		m.UserData = nil // the SDK reads user data only before Create
+		o := settle(t, s, m, res.Task)
+		vm := theVM(t, sim, uid)
+		moRef = vm.Self.Value
+		want := providersdk.Observation{
+			Exists:          true,
+			UpToDate:        true,
+			ProviderID:      "vsphere://" + vm.Config.Uuid,
+			PowerState:      banlieuev1.PowerStatePoweredOn,
+			FailureDomain:   "dc0-dc0-c0",
+			Details:         &infrav1.VSphereStatus{MoRef: moRef, InstanceUUID: uid},
+			WaitingForGuest: true,
+		}
+		if diff := cmp.Diff(want, o); diff != "" {
+			t.Errorf("Observe after the clone (-want +got):\n%s", diff)
+		}
+
+		if vm.Name != "team-a-web-5b0e7d0e" || vm.Config.InstanceUuid != uid {
+			t.Errorf("VM name %q, instance UUID %q; want team-a-web-5b0e7d0e, %s", vm.Name, vm.Config.InstanceUuid, uid)
+		}
+		if vm.Config.Hardware.NumCPU != 4 || vm.Config.Hardware.MemoryMB != 4096 {
+			t.Errorf("VM has %d CPUs and %d MiB, want 4 and 4096", vm.Config.Hardware.NumCPU, vm.Config.Hardware.MemoryMB)
+		}
+		sizes, thin := vmDisks(vm)
+		if diff := cmp.Diff([]int64{20, 5}, sizes); diff != "" {
+			t.Errorf("disk sizes in GiB (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]bool{true, false}, thin); diff != "" {
+			t.Errorf("thin disks (-want +got):\n%s", diff)
+		}
+		var networks, kinds []string
+		for _, n := range nics(vm.Config.Hardware.Device) {
+			kinds = append(kinds, strings.TrimPrefix(fmt.Sprintf("%T", n), "*types.Virtual"))
+			switch b := n.GetVirtualDevice().Backing.(type) {
+			case *types.VirtualEthernetCardNetworkBackingInfo:
+				networks = append(networks, b.DeviceName)
+			case *types.VirtualEthernetCardDistributedVirtualPortBackingInfo:
+				networks = append(networks, portGroupName(t, sim, b.Port.PortgroupKey))
+			}
+		}
+		if diff := cmp.Diff([]string{vspheretest.PortGroup, vspheretest.Network}, networks); diff != "" {
+			t.Errorf("NIC networks (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"Vmxnet3", "Vmxnet3"}, kinds); diff != "" {
+			t.Errorf("NIC types (-want +got):\n%s", diff)
+		}
+		guestinfo := map[string]string{}
+		for _, k := range []string{"guestinfo.userdata", "guestinfo.metadata"} {
+			if enc := vspheretest.ExtraConfig(vm, k+".encoding"); enc != "base64" {
+				t.Errorf("%s.encoding = %q, want base64", k, enc)
+			}
+			b, err := base64.StdEncoding.DecodeString(vspheretest.ExtraConfig(vm, k))
+			if err != nil {
+				t.Errorf("%s is not base64: %v", k, err)
+			}
+			guestinfo[k] = string(b)
+		}
+		wantInfo := map[string]string{
+			"guestinfo.userdata": "#cloud-config\nhostname: web\n",
+			"guestinfo.metadata": "instance-id: " + uid + "\nlocal-hostname: web-5b0e7d0e\n",
+		}
+		if diff := cmp.Diff(wantInfo, guestinfo); diff != "" {
+			t.Errorf("guest info (-want +got):\n%s", diff)
+		}
+		if got := vspheretest.ExtraConfig(vm, ExtraConfigMachineUID); got != uid {
+			t.Errorf("extraConfig %s = %q, want %s", ExtraConfigMachineUID, got, uid)
+		}
+	})
+
+	t.Run("Create on the existing VM succeeds without a second clone", func(t *testing.T) {
+		res, err := s.Create(ctx, m)
+		if err != nil || res.Task.InFlight() {
+			t.Fatalf("Create = %+v, %v; want no task and no error", res, err)
+		}
+		theVM(t, sim, uid)
+	})
+
+	t.Run("the guest's address is reported once it has one", func(t *testing.T) {
+		if err := sim.SetGuestIP(ctx, moRef, "10.0.0.5"); err != nil {
+			t.Fatal(err)
+		}
+		o, err := s.Observe(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "10.0.0.5"}}
+		if diff := cmp.Diff(want, o.Addresses); diff != "" {
+			t.Errorf("addresses (-want +got):\n%s", diff)
+		}
+		if o.WaitingForGuest {
+			t.Error("still waiting for the guest after it reported an address")
+		}
+	})
+
+	t.Run("powering off without VMware Tools is a hard power off", func(t *testing.T) {
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+		o := updateExpecting(t, s, m, "task-")
+		if o.PowerState != banlieuev1.PowerStatePoweredOff || !o.UpToDate {
+			t.Errorf("after power off: %s, up to date %v", o.PowerState, o.UpToDate)
+		}
+	})
+
+	t.Run("resizing CPUs and memory while powered off reconfigures the VM", func(t *testing.T) {
+		m.Spec.Hardware.CPUs, m.Spec.Hardware.MemoryMiB = 2, 3072
+		update(t, s, m)
+		vm := theVM(t, sim, uid)
+		if vm.Config.Hardware.NumCPU != 2 || vm.Config.Hardware.MemoryMB != 3072 {
+			t.Errorf("VM has %d CPUs and %d MiB, want 2 and 3072", vm.Config.Hardware.NumCPU, vm.Config.Hardware.MemoryMB)
+		}
+	})
+
+	t.Run("powering on starts the VM", func(t *testing.T) {
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+		if o := update(t, s, m); o.PowerState != banlieuev1.PowerStatePoweredOn || !o.UpToDate {
+			t.Errorf("after power on: %s, up to date %v", o.PowerState, o.UpToDate)
+		}
+	})
+
+	t.Run("a disk grows while the VM runs", func(t *testing.T) {
+		m.Spec.Disks[0].SizeGiB = 25
+		if o := update(t, s, m); !o.UpToDate || o.PowerState != banlieuev1.PowerStatePoweredOn {
+			t.Errorf("after growing: %s, up to date %v", o.PowerState, o.UpToDate)
+		}
+		if sizes, _ := vmDisks(theVM(t, sim, uid)); !cmp.Equal(sizes, []int64{25, 5}) {
+			t.Errorf("disk sizes %v GiB, want [25 5]", sizes)
+		}
+	})
+
+	t.Run("a CPU change on a running VM without hot-add asks for a power off", func(t *testing.T) {
+		m.Spec.Hardware.CPUs = 8
+		defer func() { m.Spec.Hardware.CPUs = 2 }()
+		_, err := s.Update(ctx, m, providersdk.Observation{})
+		if msg := wantErr(providersdk.IsPermanent, "changing CPUs from 2 to 8 needs VM \"team-a-web-5b0e7d0e\" powered off", "")(err); msg != "" {
+			t.Fatal(msg)
+		}
+		if reason := permanentReason(err); reason != ReasonResizeRequiresPowerOff {
+			t.Errorf("reason %q, want %q", reason, ReasonResizeRequiresPowerOff)
+		}
+	})
+
+	t.Run("a disk never shrinks", func(t *testing.T) {
+		m.Spec.Disks[1].SizeGiB = 1
+		defer func() { m.Spec.Disks[1].SizeGiB = 5 }()
+		_, err := s.Update(ctx, m, providersdk.Observation{})
+		if msg := wantErr(providersdk.IsPermanent, `disk "data" is 5 GiB on vCenter and cannot shrink to 1 GiB`, "")(err); msg != "" {
+			t.Fatal(msg)
+		}
+	})
+
+	t.Run("suspending suspends the VM", func(t *testing.T) {
+		m.Spec.PowerState = banlieuev1.PowerStateSuspended
+		if o := update(t, s, m); o.PowerState != banlieuev1.PowerStateSuspended || !o.UpToDate {
+			t.Errorf("after suspend: %s, up to date %v", o.PowerState, o.UpToDate)
+		}
+	})
+
+	t.Run("powering on resumes a suspended VM", func(t *testing.T) {
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+		if o := update(t, s, m); o.PowerState != banlieuev1.PowerStatePoweredOn {
+			t.Errorf("after resume: %s", o.PowerState)
+		}
+	})
+
+	t.Run("powering off with VMware Tools running shuts the guest down", func(t *testing.T) {
+		if err := sim.SetToolsRunning(ctx, moRef, true); err != nil {
+			t.Fatal(err)
+		}
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+		o := updateExpecting(t, s, m, shutdownTaskPrefix+moRef)
+		if o.PowerState != banlieuev1.PowerStatePoweredOff || !o.UpToDate {
+			t.Errorf("after guest shutdown: %s, up to date %v", o.PowerState, o.UpToDate)
+		}
+	})
+
+	t.Run("Delete powers the VM off, then destroys it", func(t *testing.T) {
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+		update(t, s, m)
+		for i, want := range []string{"power off", "destroy"} {
+			res, err := s.Delete(ctx, m)
+			if err != nil {
+				t.Fatalf("Delete %d: %v", i, err)
+			}
+			if !res.Task.InFlight() || res.Task.Operation != providersdk.OperationDelete {
+				t.Fatalf("Delete %d (%s) task = %+v", i, want, res.Task)
+			}
+			settle(t, s, m, res.Task)
+		}
+		o, err := s.Observe(ctx, m)
+		if err != nil || o.Exists {
+			t.Fatalf("Observe after Delete = %+v, %v; want no VM", o, err)
+		}
+		if vms, err := sim.VMsWithUID(ctx, uid); err != nil || len(vms) != 0 {
+			t.Fatalf("%d VMs left with the machine's UID (%v)", len(vms), err)
+		}
+	})
+
+	t.Run("Delete of a VM that is gone succeeds without a task", func(t *testing.T) {
+		res, err := s.Delete(ctx, m)
+		if err != nil || res.Task.InFlight() {
+			t.Fatalf("Delete = %+v, %v; want nothing to do", res, err)
+		}
+	})
+}
+
+// updateExpecting is update, checking that the task's reference starts with prefix.
+func updateExpecting(t *testing.T, s *session, m *providersdk.Machine, prefix string) providersdk.Observation {
+	t.Helper()
+	o, err := s.Observe(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Update(context.Background(), m, o)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if !strings.HasPrefix(res.Task.Ref, prefix) {
+		t.Fatalf("Update task %q, want one starting with %q", res.Task.Ref, prefix)
+	}
+	return settle(t, s, m, res.Task)
+}
+
+func permanentReason(err error) string {
+	var p *providersdk.PermanentError
+	if !errors.As(err, &p) {
+		return ""
+	}
+	return p.Reason
+}
+
+func portGroupName(t *testing.T, sim *vspheretest.Simulator, key string) string {
+	t.Helper()
+	pg := object.NewDistributedVirtualPortgroup(sim.Client.Client, types.ManagedObjectReference{Type: "DistributedVirtualPortgroup", Value: key})
+	name, err := pg.ObjectName(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func TestSoftShutdownThatTimesOutPowersTheVMOff(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	now := time.Now()
+	s := connect(t, sim, NewDriver(WithClock(func() time.Time { return now })))
+	m := newMachine("7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f")
+	res, err := s.Create(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s, m, res.Task)
+	moRef := theVM(t, sim, string(m.UID)).Self.Value
+	if err := sim.SetToolsRunning(ctx, moRef, true); err != nil {
+		t.Fatal(err)
+	}
+	vspheretest.DelayTask(t, "ShutdownGuest", time.Minute) // the guest ignores the request
+
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+	up, err := s.Update(ctx, m, providersdk.Observation{})
+	if err != nil || up.Task.Ref != shutdownTaskPrefix+moRef {
+		t.Fatalf("Update = %+v, %v; want a guest shutdown", up, err)
+	}
+	m.Task = up.Task
+	m.Task.StartedAt = now
+
+	o, err := s.Observe(ctx, m)
+	if err != nil || o.Task != m.Task {
+		t.Fatalf("Observe during the shutdown = task %+v, %v; want the shutdown in flight", o.Task, err)
+	}
+
+	now = now.Add(DefaultShutdownTimeout)
+	o, err = s.Observe(ctx, m)
+	if err != nil || o.Task.InFlight() || o.UpToDate {
+		t.Fatalf("Observe after the timeout = task %+v, up to date %v, %v; want no task and not up to date", o.Task, o.UpToDate, err)
+	}
+	up, err = s.Update(ctx, m, o)
+	if err != nil || !strings.HasPrefix(up.Task.Ref, "task-") {
+		t.Fatalf("Update after the timeout = %+v, %v; want a power-off task", up, err)
+	}
+	if o := settle(t, s, m, up.Task); o.PowerState != banlieuev1.PowerStatePoweredOff {
+		t.Fatalf("after the hard power off: %s", o.PowerState)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	tests := []struct {
+		name string
+		vm   vmState
+		want []string
+	}{
+		{"no guest address, none reported", vmState{}, nil},
+		{"the primary address comes first", vmState{guestIP: "10.0.0.9", guestNet: []types.GuestNicInfo{{IpAddress: []string{"10.0.0.8", "10.0.0.9"}}}}, []string{"10.0.0.9", "10.0.0.8"}},
+		{"link-local addresses are dropped", vmState{guestNet: []types.GuestNicInfo{{IpAddress: []string{"fe80::1", "169.254.3.4", "2001:db8::5"}}}}, []string{"2001:db8::5"}},
+		{"addresses of several NICs are kept, duplicates once", vmState{guestNet: []types.GuestNicInfo{{IpAddress: []string{"10.0.0.1"}}, {IpAddress: []string{"192.168.1.1", "10.0.0.1"}}}}, []string{"10.0.0.1", "192.168.1.1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, a := range addresses(&tt.vm) {
+				if a.Type != banlieuev1.MachineInternalIP {
+					t.Errorf("address %s has type %s", a.Address, a.Type)
+				}
+				got = append(got, a.Address)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("addresses (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestVMName(t *testing.T) {
+	short := vmName("team-a", "web")
+	long := vmName(strings.Repeat("n", 63), strings.Repeat("m", 63))
+	other := vmName(strings.Repeat("n", 63), strings.Repeat("m", 62)+"x")
+	if short != "team-a-web" {
+		t.Errorf("short name %q, want team-a-web", short)
+	}
+	if len(long) != maxVMName || long == other {
+		t.Errorf("long names %q and %q: want %d characters each, and different", long, other, maxVMName)
+	}
+}
+
+func TestObserveReportsAFailedTask(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	s := connect(t, sim, NewDriver())
+	m := newMachine("3d4e5f60-7a8b-4c9d-8e0f-2a3b4c5d6e7f")
+	res, err := s.Create(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s, m, res.Task)
+	vm := object.NewVirtualMachine(sim.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: theVM(t, sim, string(m.UID)).Self.Value})
+	task, err := vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{GuestId: "no-such-guest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = task.Wait(ctx)
+	m.Task = providersdk.Task{Ref: task.Reference().Value, Operation: providersdk.OperationUpdate}
+	_, err = s.Observe(ctx, m)
+	var failed *providersdk.TaskFailedError
+	if !errors.As(err, &failed) || failed.Task != m.Task || failed.Message == "" {
+		t.Fatalf("Observe = %v; want a TaskFailedError for %s with the fault's message", err, m.Task.Ref)
+	}
+}

@@ -112,3 +112,20 @@ const (
 	// be read; the message carries the error.
 	ProviderInventoryFailedReason = "InventoryFailed"
 )
+
+// Reasons of a VMImage's status.perProvider rows, as providers write them.
+const (
+	// ImageTemplateNotFoundReason: the template does not exist on the backend and no
+	// importFrom URL says where to import it from.
+	ImageTemplateNotFoundReason = "TemplateNotFound"
+
+	// ImageImportingReason: the image is being imported; the message gives the progress.
+	ImageImportingReason = "Importing"
+
+	// ImageImportFailedReason: the import failed (download, checksum, upload); the
+	// message says why. It is retried later.
+	ImageImportFailedReason = "ImportFailed"
+
+	// ImageUnsupportedSourceReason: the source's kind means nothing to this backend.
+	ImageUnsupportedSourceReason = "UnsupportedSource"
+)

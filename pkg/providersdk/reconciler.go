@@ -324,12 +324,14 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 	if err != nil {
 		return fmt.Errorf("failed to observe VM: %w", err)
 	}
-	if !obs.Exists {
-		return errGone
-	}
-	if obs.Task.InFlight() && obs.Task.Operation == OperationDelete {
+	// A task in flight comes first: a VM still being cloned may not be visible yet, and
+	// releasing the machine then would orphan it.
+	if obs.Task.InFlight() {
 		s.setTask(obs.Task)
 		return &InFlightError{Task: obs.Task}
+	}
+	if !obs.Exists {
+		return errGone
 	}
 	res, err := cl.Delete(ctx, s.machine)
 	if err != nil {

@@ -408,3 +408,32 @@ func TestABackendThatHangsIsReportedUnreachable(t *testing.T) {
 		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
 }
+
+func TestDeletionWaitsForACreateInFlightBeforeTrustingNotFound(t *testing.T) {
+	e := newEnv(t)
+	cloning := true
+	d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{ObserveFn: func(context.Context, *providersdk.Machine) (providersdk.Observation, error) {
+			if cloning {
+				// The clone has not made the VM visible yet.
+				return providersdk.Observation{Task: providersdk.Task{Ref: "task-1", Operation: providersdk.OperationClone}}, nil
+			}
+			return providersdk.Observation{}, nil
+		}}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, d, providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web")
+	e.mustReconcile(r, m)
+	if err := k8s.Delete(e.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(r, m)
+	if got := e.get(m); got == nil {
+		t.Fatal("the machine was released while its clone was in flight: its VM would be orphaned")
+	}
+	cloning = false
+	e.mustReconcile(r, m)
+	if got := e.get(m); got != nil {
+		t.Errorf("the machine is still there after its VM was gone: finalizers %v", got.Finalizers)
+	}
+}

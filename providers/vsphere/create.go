@@ -95,7 +95,7 @@ func (s *session) checkName(ctx context.Context, m *providersdk.Machine, folder 
 	if obj == nil {
 		return nil
 	}
-	return providersdk.Permanent(ReasonNameConflict,
+	return providersdk.Permanent(infrav1.MachineNameConflictReason,
 		"a VM named %q already exists in the target folder and is not this machine's (it lacks instance UUID %s); rename or remove it",
 		name, m.UID)
 }
@@ -109,7 +109,7 @@ func (s *session) place(ctx context.Context, m *providersdk.Machine, opts *infra
 		return nil, err
 	}
 	if dc := opts.Datacenter; dc != "" && dc != fd.datacenterName && dc != fd.datacenterPath {
-		return nil, providersdk.Permanent(ReasonPlacementInvalid,
+		return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 			"spec.vsphere.datacenter %q is not the datacenter of failure domain %q (%s)", dc, fd.name, fd.datacenterPath)
 	}
 	pl := &placement{fd: fd, folder: fd.vmFolder, pool: fd.resourcePool, linked: opts.CloneMode == "linked"}
@@ -150,10 +150,10 @@ func (s *session) failureDomain(ctx context.Context, name string) (*failureDomai
 		}
 	}
 	if name == "" {
-		return nil, providersdk.Permanent(ReasonPlacementInvalid,
+		return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 			"spec.failureDomain is empty and vCenter %s does not have exactly one failure domain", s.host)
 	}
-	return nil, providersdk.Permanent(ReasonPlacementInvalid, "failure domain %q does not exist on vCenter %s", name, s.host)
+	return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "failure domain %q does not exist on vCenter %s", name, s.host)
 }
 
 // findPath finds an object by inventory path; a relative path is taken from base.
@@ -167,21 +167,21 @@ func (s *session) findPath(ctx context.Context, base, path, what string, kinds .
 		return types.ManagedObjectReference{}, s.fail("find "+what+" "+full, err)
 	}
 	if obj == nil {
-		return types.ManagedObjectReference{}, providersdk.Permanent(ReasonPlacementInvalid, "%s %q does not exist on vCenter %s", what, full, s.host)
+		return types.ManagedObjectReference{}, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "%s %q does not exist on vCenter %s", what, full, s.host)
 	}
 	for _, k := range kinds {
 		if obj.Reference().Type == k {
 			return obj.Reference(), nil
 		}
 	}
-	return types.ManagedObjectReference{}, providersdk.Permanent(ReasonPlacementInvalid, "%q is a %s, not a %s", full, obj.Reference().Type, what)
+	return types.ManagedObjectReference{}, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "%q is a %s, not a %s", full, obj.Reference().Type, what)
 }
 
 // datastore finds a datastore by name among those the failure domain reaches.
 func (fd *failureDomain) datastore(name string) (*datastoreInfo, error) {
 	ds, ok := fd.datastores[name]
 	if !ok {
-		return nil, providersdk.Permanent(ReasonPlacementInvalid,
+		return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 			"datastore %q is not reachable from failure domain %q", name, fd.name)
 	}
 	return &ds, nil
@@ -192,7 +192,7 @@ func (fd *failureDomain) datastore(name string) (*datastoreInfo, error) {
 func (fd *failureDomain) diskDatastore(d infrav1.MachineDisk) (*datastoreInfo, error) {
 	ds, ok, what := fd.storageTarget(d.Target)
 	if !ok {
-		return nil, providersdk.Permanent(ReasonPlacementInvalid,
+		return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 			"disk %q: %s of storage class %q is not reachable from failure domain %q", d.Name, what, d.StorageClass, fd.name)
 	}
 	if ds.ref.Value == "" {
@@ -218,14 +218,14 @@ func (s *session) template(ctx context.Context, m *providersdk.Machine) (*templa
 			return nil, err
 		}
 		if !ok {
-			return nil, providersdk.Permanent(ReasonTemplateNotFound, "template %q not found in vCenter %s", img.Ref, s.host)
+			return nil, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "template %q not found in vCenter %s", img.Ref, s.host)
 		}
 		ref = found
 	}
 	var vm mo.VirtualMachine
 	if err := property.DefaultCollector(s.vim).RetrieveOne(ctx, ref, []string{"config.hardware.device", "snapshot"}, &vm); err != nil {
 		if fault.Is(err, &types.ManagedObjectNotFound{}) {
-			return nil, providersdk.Permanent(ReasonTemplateNotFound, "template %s (%q) not found in vCenter %s", ref.Value, img.Ref, s.host)
+			return nil, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "template %s (%q) not found in vCenter %s", ref.Value, img.Ref, s.host)
 		}
 		return nil, s.fail("read template "+ref.Value, err)
 	}
@@ -268,7 +268,7 @@ func (s *session) cloneSpec(ctx context.Context, m *providersdk.Machine, pl *pla
 	}
 	if pl.linked {
 		if t.snapshot == nil {
-			return nil, providersdk.Permanent(ReasonPlacementInvalid,
+			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 				"a linked clone needs a snapshot on template %s; take one or use cloneMode full", t.ref.Value)
 		}
 		spec.Snapshot = t.snapshot
@@ -323,17 +323,17 @@ func (s *session) nicChanges(ctx context.Context, m *providersdk.Machine, device
 			if i < len(existing) {
 				continue // keep the template's network
 			}
-			return nil, providersdk.Permanent(ReasonPlacementInvalid,
+			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 				"interface %q: network class %q names no network and the template has no NIC %d to keep", iface.Name, iface.NetworkClass, i)
 		}
 		ref, ok := fd.networks[name]
 		if !ok {
-			return nil, providersdk.Permanent(ReasonPlacementInvalid,
+			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 				"interface %q: network %q of network class %q is not in failure domain %q", iface.Name, name, iface.NetworkClass, fd.name)
 		}
 		netRef, ok := object.NewReference(s.vim, ref).(object.NetworkReference)
 		if !ok {
-			return nil, providersdk.Permanent(ReasonPlacementInvalid, "interface %q: %q is not a network", iface.Name, name)
+			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "interface %q: %q is not a network", iface.Name, name)
 		}
 		backing, err := netRef.EthernetCardBackingInfo(ctx)
 		if err != nil {

@@ -13,26 +13,8 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
-)
-
-// Ready reasons of the permanent failures this driver reports.
-const (
-	// ReasonTemplateNotFound says the machine's template does not exist on vCenter.
-	ReasonTemplateNotFound = "TemplateNotFound"
-	// ReasonResizeRequiresPowerOff says a CPU or memory change needs the VM powered off.
-	ReasonResizeRequiresPowerOff = "ResizeRequiresPowerOff"
-	// ReasonDiskShrinkNotSupported says a disk was asked to shrink.
-	ReasonDiskShrinkNotSupported = "DiskShrinkNotSupported"
-	// ReasonPlacementInvalid says the failure domain, folder, pool, datastore or network
-	// the machine asks for does not exist or is not reachable.
-	ReasonPlacementInvalid = "PlacementInvalid"
-	// ReasonNameConflict says another VM already has the machine's VM name.
-	ReasonNameConflict = "NameConflict"
-	// ReasonPermissionDenied says the vCenter user lacks a privilege.
-	ReasonPermissionDenied = "PermissionDenied"
-	// ReasonIdentityMismatch says a VM has the machine's instance UUID but not its UID.
-	ReasonIdentityMismatch = "IdentityMismatch"
 )
 
 // fail turns the error of a vCenter call made to do what into the SDK's typed errors:
@@ -66,7 +48,7 @@ func (s *session) fail(what string, err error) error {
 		if perm.Object != nil {
 			obj = perm.Object.Value
 		}
-		return providersdk.Permanent(ReasonPermissionDenied,
+		return providersdk.Permanent(infrav1.MachinePermissionDeniedReason,
 			"the vCenter user of Secret %s lacks privilege %s on %s, needed to %s", s.secretRef, perm.PrivilegeId, obj, what)
 	}
 	if fault.Is(err, &types.TaskInProgress{}) {

@@ -15,18 +15,6 @@ import (
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
-// Reasons of images that are not ready.
-const (
-	// ImageReasonTemplateNotFound says the template does not exist and nothing imports it.
-	ImageReasonTemplateNotFound = "TemplateNotFound"
-	// ImageReasonImporting says the template is being imported.
-	ImageReasonImporting = "Importing"
-	// ImageReasonImportFailed says the import of the template failed.
-	ImageReasonImportFailed = "ImportFailed"
-	// ImageReasonUnsupportedSource says the source's kind has no meaning on vSphere.
-	ImageReasonUnsupportedSource = "UnsupportedSource"
-)
-
 // ResolveImage finds the image's template by name (or inventory path) and reports its
 // managed object ID. When the template is missing and the source names importFrom, the
 // OVA or OVF there is imported as the template in the background; later calls report
@@ -43,13 +31,13 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 		name = img.Name
 	default:
 		return providersdk.ImageResult{
-			Reason:  ImageReasonUnsupportedSource,
+			Reason:  banlieuev1.ImageUnsupportedSourceReason,
 			Message: fmt.Sprintf("vSphere images are templates; source kind %s is not supported", img.Source.Kind),
 		}, nil
 	}
 	if name == "" {
 		return providersdk.ImageResult{
-			Reason:  ImageReasonTemplateNotFound,
+			Reason:  banlieuev1.ImageTemplateNotFoundReason,
 			Message: "the image source names no template",
 		}, nil
 	}
@@ -65,7 +53,7 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 		return s.imports.ensure(ctx, img, name, from), nil
 	}
 	return providersdk.ImageResult{
-		Reason:  ImageReasonTemplateNotFound,
+		Reason:  banlieuev1.ImageTemplateNotFoundReason,
 		Message: fmt.Sprintf("template %q not found in vCenter %s", name, s.host),
 	}, nil
 }

@@ -28,6 +28,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
@@ -139,12 +140,12 @@ func (j *importJob) result(host string) providersdk.ImageResult {
 		}
 		return providersdk.ImageResult{
 			InProgress: true,
-			Reason:     ImageReasonImporting,
+			Reason:     banlieuev1.ImageImportingReason,
 			Message:    fmt.Sprintf("importing template %q from %s: %d%%", j.name, src, pct),
 		}
 	case j.err != nil:
 		return providersdk.ImageResult{
-			Reason:  ImageReasonImportFailed,
+			Reason:  banlieuev1.ImageImportFailedReason,
 			Message: fmt.Sprintf("import of template %q from %s into vCenter %s failed: %s", j.name, src, host, j.err.Error()),
 		}
 	}

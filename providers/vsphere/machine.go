@@ -104,7 +104,7 @@ func (s *session) taskFailed(ctx context.Context, m *providersdk.Machine, f *typ
 			if vm != nil {
 				return nil // an earlier clone made the machine's VM: adopt it
 			}
-			return providersdk.Permanent(ReasonNameConflict,
+			return providersdk.Permanent(infrav1.MachineNameConflictReason,
 				"a VM named %q already exists in the target folder and is not this machine's (it lacks instance UUID %s); rename or remove it",
 				vmName(m.Namespace, m.Name), m.UID)
 		}
@@ -121,7 +121,7 @@ func (s *session) checkIdentity(vm *vmState, m *providersdk.Machine) error {
 	if vm.machineUID == string(m.UID) {
 		return nil
 	}
-	return providersdk.Permanent(ReasonIdentityMismatch,
+	return providersdk.Permanent(infrav1.MachineIdentityMismatchReason,
 		"VM %q (%s) has this machine's instance UUID but its extraConfig %s is %q, not the machine's UID; it is left alone",
 		vm.name, vm.ref.Value, ExtraConfigMachineUID, vm.machineUID)
 }

@@ -235,8 +235,8 @@ func TestMachineLifecycle(t *testing.T) {
 		if msg := wantErr(providersdk.IsPermanent, "changing CPUs from 2 to 8 needs VM \"team-a-web-5b0e7d0e\" powered off", "")(err); msg != "" {
 			t.Fatal(msg)
 		}
-		if reason := permanentReason(err); reason != ReasonResizeRequiresPowerOff {
-			t.Errorf("reason %q, want %q", reason, ReasonResizeRequiresPowerOff)
+		if reason := permanentReason(err); reason != infrav1.MachineResizeRequiresPowerOffReason {
+			t.Errorf("reason %q, want %q", reason, infrav1.MachineResizeRequiresPowerOffReason)
 		}
 	})
 

@@ -69,7 +69,7 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, _ provider
 	var offline []string
 	for _, c := range changes {
 		if c.shrink {
-			return providersdk.UpdateResult{}, providersdk.Permanent(ReasonDiskShrinkNotSupported,
+			return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineDiskShrinkNotSupportedReason,
 				"%s: vSphere disks can only grow; give the VM class a disk at least that large", c.what)
 		}
 		if !c.online {
@@ -91,13 +91,13 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, _ provider
 				return s.reconfigure(ctx, m, vm, online)
 			}
 			if want == banlieuev1.PowerStatePoweredOn {
-				return providersdk.UpdateResult{}, providersdk.Permanent(ReasonResizeRequiresPowerOff,
+				return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineResizeRequiresPowerOffReason,
 					"changing %s needs VM %q powered off (CPU or memory hot-add is off, or the change is a decrease); "+
 						"set the VM's desiredPowerState to PoweredOff, then back to PoweredOn", describeChanges(offline), vm.name)
 			}
 		case types.VirtualMachinePowerStateSuspended:
 			if want == banlieuev1.PowerStateSuspended {
-				return providersdk.UpdateResult{}, providersdk.Permanent(ReasonResizeRequiresPowerOff,
+				return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineResizeRequiresPowerOffReason,
 					"changing %s needs VM %q powered off, and it is suspended; "+
 						"set the VM's desiredPowerState to PoweredOff, then back to Suspended", describeChanges(offline), vm.name)
 			}
@@ -203,13 +203,13 @@ func (s *session) diskChanges(m *providersdk.Machine, devices object.VirtualDevi
 			disk := existing[i]
 			have := diskBytes(disk)
 			if want < have {
-				return nil, nil, providersdk.Permanent(ReasonDiskShrinkNotSupported,
+				return nil, nil, providersdk.Permanent(infrav1.MachineDiskShrinkNotSupportedReason,
 					"the template's disk %d is %s, larger than the %s disk %q asks for; vSphere disks cannot shrink",
 					i, gibString(have), gibString(want), d.Name)
 			}
 			if want > have {
 				if clone && pl.linked {
-					return nil, nil, providersdk.Permanent(ReasonPlacementInvalid,
+					return nil, nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 						"a linked clone cannot grow disk %q from %s to %s; use cloneMode full", d.Name, gibString(have), gibString(want))
 				}
 				disk.CapacityInBytes, disk.CapacityInKB = want, want/1024

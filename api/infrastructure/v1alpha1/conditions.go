@@ -43,6 +43,30 @@ const (
 	// MachineUserDataNotFoundReason: the Secret or key in spec.userData does not exist.
 	MachineUserDataNotFoundReason = "UserDataNotFound"
 
+	// MachineTemplateNotFoundReason: the image's template does not exist on the backend.
+	MachineTemplateNotFoundReason = "TemplateNotFound"
+
+	// MachineResizeRequiresPowerOffReason: the backend can change the VM's CPUs or memory
+	// only while it is powered off; the message says how to proceed.
+	MachineResizeRequiresPowerOffReason = "ResizeRequiresPowerOff"
+
+	// MachineDiskShrinkNotSupportedReason: a disk was asked to shrink, which no backend does.
+	MachineDiskShrinkNotSupportedReason = "DiskShrinkNotSupported"
+
+	// MachinePlacementInvalidReason: the failure domain, folder, pool, storage or network
+	// the machine asks for does not exist or cannot be reached from where it runs.
+	MachinePlacementInvalidReason = "PlacementInvalid"
+
+	// MachineNameConflictReason: a VM that banlieue did not make already has the name.
+	MachineNameConflictReason = "NameConflict"
+
+	// MachinePermissionDeniedReason: the backend user lacks a privilege the operation needs.
+	MachinePermissionDeniedReason = "PermissionDenied"
+
+	// MachineIdentityMismatchReason: a backend VM carries the machine's identity in one
+	// place and another machine's in another; banlieue will not touch it.
+	MachineIdentityMismatchReason = "IdentityMismatch"
+
 	// MachineReconcileErrorReason: an unexpected error; the message carries it.
 	MachineReconcileErrorReason = "ReconcileError"
 )

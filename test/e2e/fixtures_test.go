@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere"
+	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+	"github.com/banlieue/banlieue/test/testenv"
+)
+
+var seq atomic.Int64
+
+// fixture is one test's namespace, and the cluster-scoped objects it names after it.
+type fixture struct {
+	t   *testing.T
+	g   *WithT
+	ctx context.Context
+	ns  string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	if k8s == nil {
+		t.Skip("KUBEBUILDER_ASSETS is not set")
+	}
+	f := &fixture{t: t, g: NewWithT(t), ctx: context.Background(), ns: fmt.Sprintf("e2e-%d", seq.Add(1))}
+	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}})
+	return f
+}
+
+func (f *fixture) create(o client.Object) {
+	f.t.Helper()
+	f.g.Expect(k8s.Create(f.ctx, o)).To(Succeed())
+}
+
+// name makes a cluster-scoped name unique to the test.
+func (f *fixture) name(n string) string { return f.ns + "-" + n }
+
+// startProvider runs a provider controller in a manager of its own until the test ends
+// or the returned function stops it, as a provider process would run.
+func (f *fixture) startProvider(c providersdk.Config) (stop func()) {
+	f.t.Helper()
+	scheme, err := testenv.Scheme()
+	f.g.Expect(err).NotTo(HaveOccurred())
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Tests start a provider more than once in a process, as a restarted pod would.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	f.g.Expect(err).NotTo(HaveOccurred())
+	f.g.Expect(providersdk.Setup(mgr, c)).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once atomic.Bool
+	stop = func() {
+		if once.CompareAndSwap(false, true) {
+			cancel()
+			if err := <-done; err != nil {
+				f.t.Errorf("provider manager: %v", err)
+			}
+		}
+	}
+	f.t.Cleanup(stop)
+	return stop
+}
+
+// vsphereConfig is the vSphere provider with intervals short enough for tests.
+func vsphereConfig(driver providersdk.Driver) providersdk.Config {
+	c := vsphere.Config(vsphere.WithShutdownTimeout(2 * time.Second))
+	if driver != nil {
+		c.Driver = driver
+	}
+	c.InventoryInterval = 2 * time.Second
+	c.ImageResync = 2 * time.Second
+	c.MachineOptions = []providersdk.Option{
+		providersdk.WithInFlightBackoff(100*time.Millisecond, time.Second),
+		providersdk.WithUnreachableBackoff(200*time.Millisecond, 2*time.Second),
+		providersdk.WithGuestBackoff(100*time.Millisecond, time.Second, 1000),
+	}
+	return c
+}
+
+// vsphereProvider creates a Provider for the simulator vs, labelled for this test, with
+// its credentials Secret, and the storage and network classes the test classes use.
+func (f *fixture) vsphereProvider(vs *vspheretest.Simulator, mods ...func(*banlieuev1.Provider, *corev1.Secret)) *banlieuev1.Provider {
+	f.t.Helper()
+	secret := vs.CredentialsSecret(f.ns, "vcenter")
+	p := &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "vcenter", Labels: map[string]string{"test": f.ns}},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: vsphere.ProviderClass},
+			Connection:       vs.Connection(secret.Name),
+			Capabilities: banlieuev1.Capabilities{
+				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast", Target: map[string]string{"datastore": vspheretest.Datastore}}},
+				NetworkClasses: []banlieuev1.ClassMapping{
+					{Name: "prod", Target: map[string]string{"network": vspheretest.Network}},
+					{Name: "backend", Target: map[string]string{"network": vspheretest.PortGroup}},
+				},
+			},
+			Parameters: map[string]string{"datacenter": vspheretest.Datacenter},
+		},
+	}
+	for _, m := range mods {
+		m(p, secret)
+	}
+	f.create(secret)
+	f.create(p)
+	return p
+}
+
+// class creates a VMClass: 2 CPUs, 2 GiB, a 20 GiB root disk and a 5 GiB data disk on
+// "fast", interfaces on "prod" and "backend".
+func (f *fixture) class(name string, mods ...func(*banlieuev1.VMClass)) *banlieuev1.VMClass {
+	f.t.Helper()
+	c := &banlieuev1.VMClass{
+		ObjectMeta: metav1.ObjectMeta{Name: f.name(name)},
+		Spec: banlieuev1.VMClassSpec{
+			Hardware: banlieuev1.Hardware{
+				CPUs: 2, MemoryMiB: 2048,
+				Disks: []banlieuev1.Disk{
+					{Name: "root", SizeGiB: 20, StorageClass: "fast"},
+					{Name: "data", SizeGiB: 5, StorageClass: "fast", Provisioning: banlieuev1.DiskProvisioningThick},
+				},
+			},
+			Network: banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}, {Name: "eth1", NetworkClass: "backend"}}},
+		},
+	}
+	for _, m := range mods {
+		m(c)
+	}
+	f.create(c)
+	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), c) })
+	return c
+}
+
+// image creates a VMImage whose vSphere source is the template ref.
+func (f *fixture) image(name, ref string) *banlieuev1.VMImage {
+	f.t.Helper()
+	img := &banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: f.name(name)},
+		Spec: banlieuev1.VMImageSpec{Sources: []banlieuev1.ImageSource{
+			{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: ref},
+		}},
+	}
+	f.create(img)
+	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), img) })
+	return img
+}
+
+// vm creates a VirtualMachine placed by the test's label on its Providers.
+func (f *fixture) vm(name string, class *banlieuev1.VMClass, img *banlieuev1.VMImage, mods ...func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
+	f.t.Helper()
+	vm := &banlieuev1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
+		Spec: banlieuev1.VirtualMachineSpec{
+			ClassRef:  banlieuev1.LocalObjectReference{Name: class.Name},
+			ImageRef:  banlieuev1.LocalObjectReference{Name: img.Name},
+			Placement: banlieuev1.Placement{ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"test": f.ns}}},
+		},
+	}
+	for _, m := range mods {
+		m(vm)
+	}
+	f.create(vm)
+	return vm
+}
+
+// eventually re-reads o until check passes.
+func (f *fixture) eventually(o client.Object, check func(g Gomega), timeout time.Duration) {
+	f.t.Helper()
+	f.g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(f.ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		check(g)
+	}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+// update re-reads o, mutates it and writes it back, retrying on conflicts.
+func (f *fixture) update(o client.Object, mutate func()) {
+	f.t.Helper()
+	f.g.Eventually(func() error {
+		if err := k8s.Get(f.ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			return err
+		}
+		mutate()
+		return k8s.Update(f.ctx, o)
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+}
+
+// machine reads the VM's VSphereMachine.
+func (f *fixture) machine(name string) *infrav1.VSphereMachine {
+	f.t.Helper()
+	m := &infrav1.VSphereMachine{}
+	f.g.Expect(k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, m)).To(Succeed())
+	return m
+}
+
+// conditionOf returns "Status/Reason: Message" of the condition t, or "".
+func conditionOf(conditions []metav1.Condition, t string) string {
+	c := meta.FindStatusCondition(conditions, t)
+	if c == nil {
+		return ""
+	}
+	return string(c.Status) + "/" + c.Reason + ": " + c.Message
+}
+
+// hasPrefix is a matcher-friendly strings.HasPrefix.
+func hasPrefix(prefix string) func(string) bool {
+	return func(s string) bool { return strings.HasPrefix(s, prefix) }
+}

@@ -1,23 +1,17 @@
-// Package vspheresim runs vcsim, govmomi's vCenter simulator, the way banlieue's tests,
-// 'banlieue dev' and 'banlieue sim vsphere' use it: in process, over TLS on loopback,
-// behind a fault proxy that can take it off the network, with VM templates to clone
-// from and simulated guests that report an IPv4 address soon after power-on, as VMware
-// Tools do.
 package vspheresim
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/pem"
-	"errors"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"net/url"
 	"sync"
 	"time"
 
 	"github.com/vmware/govmomi"
-	"github.com/vmware/govmomi/find"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25"
@@ -28,9 +22,15 @@ import (
 
 // Default credentials of the simulator.
 const (
+	// DefaultUsername is the user the simulator accepts when Options.Username is empty.
 	DefaultUsername = "administrator@vsphere.local"
+	// DefaultPassword is the password the simulator accepts when Options.Password is
+	// empty.
 	DefaultPassword = "banlieue-dev"
 )
+
+// setUpTimeout bounds the logging in and template making of Start.
+const setUpTimeout = time.Minute
 
 // Options shape the simulated vCenter.
 type Options struct {
@@ -42,13 +42,19 @@ type Options struct {
 	HostsPerCluster int
 	// Datastores is the number of datastores, LocalDS_0…; 1 when zero.
 	Datastores int
-	// Templates are the VM templates to create; ["ubuntu-22.04"] when nil.
+	// Templates are the names of the VM templates to create in the first cluster;
+	// [DefaultTemplate] when nil, none when empty.
 	Templates []string
 	// GuestAddressDelay is how long after power-on a simulated guest reports its
-	// address; 0 means at once, a negative value never.
+	// address; 0 means at once, a negative value never (the caller sets addresses with
+	// SetGuestAddress).
 	GuestAddressDelay time.Duration
 	// Username and Password are the accepted credentials; the defaults when empty.
 	Username, Password string
+	// Model, when set, changes govmomi's VPX model after the fields above shaped it and
+	// before it is created: more datacenters, standalone hosts, VMs that are not
+	// templates.
+	Model func(*simulator.Model)
 }
 
 // Simulator is a running simulated vCenter.
@@ -57,165 +63,160 @@ type Simulator struct {
 	URL *url.URL
 	// Username and Password are the credentials it accepts.
 	Username, Password string
-	// CACert is the PEM certificate that its TLS certificate verifies against.
+	// CACert is the PEM certificate of the simulator's own CA, which signed its TLS
+	// certificate and no other simulator's.
 	CACert []byte
+	// TemplateRefs are the templates' managed object IDs (vm-42…) by name.
+	TemplateRefs map[string]string
 
 	model  *simulator.Model
 	server *simulator.Server
 	proxy  *faultproxy.Proxy
+	roots  *x509.CertPool
+	own    *govmomi.Client
+	ownKey string
 	cancel context.CancelFunc
-	done   sync.WaitGroup
+	// done counts the guest agent and its pending reports.
+	done sync.WaitGroup
+	stop sync.Once
 }
 
 // Start creates the simulated inventory and serves it.
 func Start(o Options) (*Simulator, error) {
+	addr := cmp.Or(o.Addr, "127.0.0.1:0")
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the simulator's address %q: %w", addr, err)
+	}
+	ca, err := newAuthority()
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ca.serverCertificate(host)
+	if err != nil {
+		return nil, err
+	}
 	m := simulator.VPX()
-	m.Cluster = orDefault(o.Clusters, 2)
-	m.ClusterHost = orDefault(o.HostsPerCluster, 2)
-	m.Host = 0
-	m.Datastore = orDefault(o.Datastores, 1)
-	m.Machine = 1
+	m.Cluster = cmp.Or(o.Clusters, 2)
+	m.ClusterHost = cmp.Or(o.HostsPerCluster, 2)
+	m.Datastore = cmp.Or(o.Datastores, 1)
+	// Clusters only and no VMs but the templates, as a fresh vCenter is.
+	m.Host, m.Machine = 0, 0
+	if o.Model != nil {
+		o.Model(m)
+	}
 	if err := m.Create(); err != nil {
 		return nil, fmt.Errorf("failed to create the simulated inventory: %w", err)
 	}
-	m.Service.TLS = new(tls.Config)
-	user, password := orDefaultString(o.Username, DefaultUsername), orDefaultString(o.Password, DefaultPassword)
+	m.Service.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	user, password := cmp.Or(o.Username, DefaultUsername), cmp.Or(o.Password, DefaultPassword)
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(user, password)}
 	server := m.Service.NewServer()
-	addr := o.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
 	proxy, err := faultproxy.Start(addr, server.URL.Host)
 	if err != nil {
 		server.Close()
 		m.Remove()
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	s := &Simulator{
 		URL:      &url.URL{Scheme: "https", Host: proxy.Addr(), Path: "/sdk"},
 		Username: user, Password: password,
-		CACert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}),
-		model:  m, server: server, proxy: proxy,
+		CACert: ca.pem,
+		model:  m, server: server, proxy: proxy, roots: ca.pool(), cancel: cancel,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	c, err := s.Client(ctx)
-	if err == nil {
-		err = s.makeTemplates(ctx, c, o.Templates)
-	}
-	if err == nil && o.GuestAddressDelay >= 0 {
-		s.done.Add(1)
-		go func() {
-			defer s.done.Done()
-			runGuests(ctx, c, o.GuestAddressDelay)
-		}()
-	}
-	if err != nil {
+	if err := s.setUp(ctx, o); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-func orDefault(v, d int) int {
-	if v == 0 {
-		return d
+// setUp opens the simulator's own session, makes the templates with it and starts the
+// guest agent on it.
+func (s *Simulator) setUp(ctx context.Context, o Options) error {
+	setUpCtx, cancel := context.WithTimeout(ctx, setUpTimeout)
+	defer cancel()
+	own, err := s.Client(setUpCtx)
+	if err != nil {
+		return err
 	}
-	return v
-}
-
-func orDefaultString(v, d string) string {
-	if v == "" {
-		return d
+	us, err := own.SessionManager.UserSession(setUpCtx)
+	if err != nil || us == nil {
+		return fmt.Errorf("failed to read the simulator's own session: %v", err)
 	}
-	return v
+	s.own, s.ownKey = own, us.Key
+	templates := o.Templates
+	if templates == nil {
+		templates = []string{DefaultTemplate}
+	}
+	if s.TemplateRefs, err = makeTemplates(setUpCtx, own, templates); err != nil {
+		return err
+	}
+	if o.GuestAddressDelay >= 0 {
+		g := newGuests(own, o.GuestAddressDelay, &s.done)
+		s.done.Add(1)
+		go func() {
+			defer s.done.Done()
+			g.run(ctx)
+		}()
+	}
+	return nil
 }
 
 // Client logs in to the simulator through its public address, verifying its
-// certificate, and returns a client of its own (a session of its own, too).
+// certificate against CACert, and returns a client of its own (a session of its own,
+// too, which Sessions counts).
 func (s *Simulator) Client(ctx context.Context) (*govmomi.Client, error) {
 	u := *s.URL
-	u.User = url.UserPassword(s.Username, s.Password)
 	sc := soap.NewClient(&u, false)
-	if err := sc.SetRootCAs(""); err != nil {
-		return nil, err
-	}
-	pool, err := certPool(s.CACert)
-	if err != nil {
-		return nil, err
-	}
-	sc.DefaultTransport().TLSClientConfig.RootCAs = pool
+	sc.DefaultTransport().TLSClientConfig.RootCAs = s.roots
 	vc, err := vim25.NewClient(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("failed to reach the simulator: %w", err)
 	}
 	c := &govmomi.Client{Client: vc, SessionManager: session.NewManager(vc)}
-	if err := c.Login(ctx, u.User); err != nil {
+	if err := c.Login(ctx, url.UserPassword(s.Username, s.Password)); err != nil {
 		return nil, fmt.Errorf("failed to log in to the simulator: %w", err)
 	}
 	return c, nil
 }
 
-// Down takes the simulator off the network: clients get connection refused.
+// OwnClient is the simulator's own session, which made the templates and plays the
+// guests. It is for looking at and changing the inventory behind its clients' backs;
+// Sessions does not count it and TerminateSessions spares it. Do not log it out.
+func (s *Simulator) OwnClient() *govmomi.Client { return s.own }
+
+// Down takes the simulator off the network: clients get connection refused and their
+// open connections are cut. The simulated vCenter keeps its state.
 func (s *Simulator) Down() { s.proxy.Down() }
 
 // Up puts the simulator back on the network at the same address.
-func (s *Simulator) Up() error { return s.proxy.Up() }
+func (s *Simulator) Up() error {
+	if err := s.proxy.Up(); err != nil {
+		return err
+	}
+	// Down cut the own session's connections; dial afresh rather than write to them.
+	s.own.Client.CloseIdleConnections()
+	return nil
+}
 
-// Stop stops the simulator for good.
+// Restart puts the simulator back on the network, as Up does, and ends every session
+// but its own, as restarting a real vCenter does: clients must log in again.
+func (s *Simulator) Restart(ctx context.Context) error {
+	if err := s.Up(); err != nil {
+		return err
+	}
+	return s.TerminateSessions(ctx)
+}
+
+// Stop stops the simulator for good; later calls do nothing.
 func (s *Simulator) Stop() {
-	s.cancel()
-	s.proxy.Close()
-	s.done.Wait()
-	s.server.Close()
-	s.model.Remove()
+	s.stop.Do(func() {
+		s.cancel()
+		s.proxy.Close()
+		s.done.Wait()
+		s.server.Close()
+		s.model.Remove()
+	})
 }
-
-// makeTemplates turns VMs of the model into templates with the given names.
-func (s *Simulator) makeTemplates(ctx context.Context, c *govmomi.Client, names []string) error {
-	if names == nil {
-		names = []string{"ubuntu-22.04"}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	vms, err := find.NewFinder(c.Client, true).VirtualMachineList(ctx, "/*/vm/*")
-	if err != nil {
-		return fmt.Errorf("failed to list the simulated VMs: %w", err)
-	}
-	if len(vms) < len(names) {
-		return fmt.Errorf("the simulator has %d VMs, fewer than the %d templates asked for", len(vms), len(names))
-	}
-	for i, name := range names {
-		if err := makeTemplate(ctx, vms[i], name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func makeTemplate(ctx context.Context, vm *object.VirtualMachine, name string) error {
-	if state, err := vm.PowerState(ctx); err == nil && state == "poweredOn" {
-		t, err := vm.PowerOff(ctx)
-		if err == nil {
-			err = t.Wait(ctx)
-		}
-		if err != nil {
-			return fmt.Errorf("failed to power off %s: %w", vm.Name(), err)
-		}
-	}
-	t, err := vm.Rename(ctx, name)
-	if err == nil {
-		err = t.Wait(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("failed to rename %s to %s: %w", vm.Name(), name, err)
-	}
-	if err := vm.MarkAsTemplate(ctx); err != nil {
-		return fmt.Errorf("failed to mark %s as a template: %w", name, err)
-	}
-	return nil
-}
-
-var errNoCertificate = errors.New("no certificate in the PEM data")

@@ -8,36 +8,23 @@ import (
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
 )
 
-// SetGuestIP makes the VM's guest report ip, as VMware Tools would: vcsim maps the
-// extraConfig key SET.guest.ipAddress onto guest.ipAddress and the first NIC's address.
+// SetGuestIP makes the VM's guest report ip, as VMware Tools would.
 func (s *Simulator) SetGuestIP(ctx context.Context, moRef, ip string) error {
-	return s.set(ctx, moRef, "SET.guest.ipAddress", ip)
+	return vspheresim.SetGuestAddress(ctx, s.vm(moRef), ip)
 }
 
 // SetToolsRunning makes the VM's guest report VMware Tools running, or not.
 func (s *Simulator) SetToolsRunning(ctx context.Context, moRef string, running bool) error {
-	status := types.VirtualMachineToolsRunningStatusGuestToolsNotRunning
-	if running {
-		status = types.VirtualMachineToolsRunningStatusGuestToolsRunning
-	}
-	return s.set(ctx, moRef, "SET.guest.toolsRunningStatus", string(status))
+	return vspheresim.SetToolsRunning(ctx, s.vm(moRef), running)
 }
 
-// set reconfigures one extraConfig key of a VM and waits for it.
-func (s *Simulator) set(ctx context.Context, moRef, key, value string) error {
-	vm := object.NewVirtualMachine(s.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: moRef})
-	task, err := vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{
-		ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: key, Value: value}},
-	})
-	if err != nil {
-		return fmt.Errorf("failed to set %s on %s: %w", key, moRef, err)
-	}
-	if err := task.Wait(ctx); err != nil {
-		return fmt.Errorf("failed to set %s on %s: %w", key, moRef, err)
-	}
-	return nil
+// vm is the VM with the managed object ID moRef, on the test's session.
+func (s *Simulator) vm(moRef string) *object.VirtualMachine {
+	return object.NewVirtualMachine(s.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: moRef})
 }
 
 // VMs returns every VM and template with its name, config, runtime, guest and network.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -38,6 +39,7 @@ type Reconciler struct {
 	sessions    *Sessions
 	statusBlock string
 	callTimeout time.Duration
+	workers     int
 
 	inFlight    workqueue.TypedRateLimiter[types.UID]
 	unreachable workqueue.TypedRateLimiter[types.UID]
@@ -69,6 +71,10 @@ func WithSessions(s *Sessions) Option {
 // WithStatusBlock names the machine's status field that Observation.Details are written
 // to, e.g. "vsphere" for status.vsphere. Without it Details are dropped.
 func WithStatusBlock(field string) Option { return func(r *Reconciler) { r.statusBlock = field } }
+
+// WithWorkers sets how many machines are reconciled at once; 10 by default. Backend
+// calls never block on a task, so workers spend their time in the backend's API.
+func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
 
 // WithCallTimeout bounds the backend calls of one reconcile; DefaultCallTimeout when unset.
 func WithCallTimeout(d time.Duration) Option { return func(r *Reconciler) { r.callTimeout = d } }
@@ -109,6 +115,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		gvk:         gvk,
 		finalizer:   gvk.Group + "/" + strings.ToLower(gvk.Kind),
 		callTimeout: DefaultCallTimeout,
+		workers:     10,
 		inFlight:    workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, time.Minute),
 		unreachable: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Second, 5*time.Minute),
 	}
@@ -140,6 +147,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(u).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider)).
 		Named(strings.ToLower(r.gvk.Kind)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }
 

@@ -27,6 +27,19 @@ type Config struct {
 	MachineOptions []Option
 }
 
+// The RBAC a provider process needs, generated into config/rbac/provider. Secrets and
+// ConfigMaps are only read, one by one, with the uncached API reader; a deployment that
+// knows its Providers' namespaces binds those two rules there alone.
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers/status;providers/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=vmimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;patch
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*/status;*/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
 // Setup registers a provider's three controllers with mgr, sharing one backend session
 // per Provider: machines of cfg.MachineKind, Providers of cfg.Class and VMImages with
 // a source for cfg.Class.

@@ -204,7 +204,7 @@ func (a *authenticator) login(ctx context.Context) error {
 }
 
 func (a *authenticator) loginLocked(ctx context.Context) error {
-	_, err := methods.Login(ctx, a.next, &types.Login{This: a.sessionManager, UserName: a.user, Password: a.password})
+	_, err := methods.Login(ctx, soapFunc(a.counted), &types.Login{This: a.sessionManager, UserName: a.user, Password: a.password})
 	if err != nil {
 		return err
 	}
@@ -212,17 +212,25 @@ func (a *authenticator) loginLocked(ctx context.Context) error {
 	return nil
 }
 
-// RoundTrip implements soap.RoundTripper.
+// counted sends one call to vCenter and records it in providersdk.BackendCalls under
+// the call's SOAP method name.
+func (a *authenticator) counted(ctx context.Context, req, res soap.HasFault) error {
+	err := a.next.RoundTrip(ctx, req, res)
+	providersdk.CountBackendCall(ProviderClass, strings.TrimSuffix(reflect.TypeOf(req).Elem().Name(), "Body"), err)
+	return err
+}
+
+// RoundTrip implements soap.RoundTripper, counting every call it makes to vCenter.
 func (a *authenticator) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 	switch req.(type) {
 	case *methods.LoginBody, *methods.LogoutBody:
-		return a.next.RoundTrip(ctx, req, res)
+		return a.counted(ctx, req, res)
 	}
 	a.mu.Lock()
 	gen := a.generation
 	a.mu.Unlock()
 
-	err := a.next.RoundTrip(ctx, req, res)
+	err := a.counted(ctx, req, res)
 	if !notAuthenticated(err, res) {
 		return err
 	}
@@ -237,7 +245,7 @@ func (a *authenticator) RoundTrip(ctx context.Context, req, res soap.HasFault) e
 	// The decoder fills the response in place; start the retry from a clean one.
 	v := reflect.ValueOf(res).Elem()
 	v.Set(reflect.Zero(v.Type()))
-	err = a.next.RoundTrip(ctx, req, res)
+	err = a.counted(ctx, req, res)
 	if notAuthenticated(err, res) && err == nil {
 		return soap.WrapVimFault(&types.NotAuthenticated{})
 	}
@@ -262,4 +270,12 @@ func notAuthenticated(err error, res soap.HasFault) bool {
 		}
 	}
 	return false
+}
+
+// soapFunc adapts a function to soap.RoundTripper.
+type soapFunc func(ctx context.Context, req, res soap.HasFault) error
+
+// RoundTrip calls f.
+func (f soapFunc) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
+	return f(ctx, req, res)
 }

@@ -1,26 +1,32 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/banlieue/banlieue/internal/devenv"
+	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
 func newDevCommand() *cobra.Command {
 	o := devenv.Options{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a local control plane with banlieue, ready for kubectl apply",
+		Short: "Run a local control plane with banlieue and simulated backends, ready for kubectl apply",
 		Long: "dev starts etcd and kube-apiserver from the envtest assets, installs banlieue's CRDs,\n" +
-			"runs the core controller and writes an admin kubeconfig to <dir>/kubeconfig.\n" +
-			"Ctrl-C stops everything.",
+			"starts a simulated vCenter, runs the core controller and the vSphere provider, creates a\n" +
+			"Provider for the simulator (infra/vcenter-dc1) and writes an admin kubeconfig to\n" +
+			"<dir>/kubeconfig. Ctrl-C stops everything.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			start := time.Now()
@@ -29,6 +35,11 @@ func newDevCommand() *cobra.Command {
 				return err
 			}
 			defer func() { err = errors.Join(err, env.Stop()) }()
+			backends, err := devenv.StartBackends()
+			if err != nil {
+				return err
+			}
+			defer backends.Stop()
 
 			scheme, err := newScheme()
 			if err != nil {
@@ -41,13 +52,23 @@ func newDevCommand() *cobra.Command {
 			if err := setupCore(cmd.Context(), mgr); err != nil {
 				return err
 			}
+			for class, config := range builtinProviders() {
+				if err := providersdk.Setup(mgr, config()); err != nil {
+					return fmt.Errorf("failed to set up the %s provider: %w", class, err)
+				}
+			}
 			done := make(chan error, 1)
 			go func() { done <- mgr.Start(cmd.Context()) }()
 			if !mgr.GetCache().WaitForCacheSync(cmd.Context()) {
-				return errors.Join(errors.New("the controller's cache did not sync"), <-done)
+				return errors.Join(errors.New("the controllers' caches did not sync"), <-done)
 			}
-			fmt.Printf("banlieue dev: ready in %s\n\nNext:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl apply -f examples/\n  kubectl get banlieue\n\nCtrl-C stops everything.\n",
-				time.Since(start).Round(100*time.Millisecond), env.Kubeconfig, env.Kubectl)
+			if err := createAll(cmd.Context(), mgr.GetClient(), backends.Objects()); err != nil {
+				return errors.Join(err, <-done)
+			}
+			fmt.Printf("banlieue dev: ready in %s\n\n"+
+				"Backends:\n  vsphere  infra/vcenter-dc1 -> simulated vCenter at %s\n\n"+
+				"Next:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl apply -f examples/\n  kubectl get vm -w\n\nCtrl-C stops everything.\n",
+				time.Since(start).Round(100*time.Millisecond), backends.VSphere.URL, env.Kubeconfig, env.Kubectl)
 			return <-done
 		},
 	}
@@ -56,4 +77,14 @@ func newDevCommand() *cobra.Command {
 	f.StringSliceVar(&o.CRDs, "crds", []string{"config/crd/bases"}, "Folders of CRDs to install")
 	f.StringVar(&o.Dir, "dir", ".banlieue/dev", "Folder to write the kubeconfig to")
 	return cmd
+}
+
+// createAll creates objs, leaving any that exist already as they are.
+func createAll(ctx context.Context, c client.Client, objs []client.Object) error {
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create %s %s: %w", strings.TrimPrefix(fmt.Sprintf("%T", o), "*"), client.ObjectKeyFromObject(o), err)
+		}
+	}
+	return nil
 }

@@ -17,8 +17,9 @@ import (
 )
 
 // TestDevServesKubectlAndStopsCleanly runs 'banlieue dev' as a user would: it waits for
-// the ready line, applies the examples with the kubectl the project built, sees the VM
-// explain why it cannot be scheduled, then stops it and checks the API server is gone.
+// the kubeconfig, applies the examples with the kubectl the project built, sees the VM
+// become Ready with an address on the simulated vCenter, deletes it, then stops dev and
+// checks the API server is gone.
 func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 	assets := testenv.Assets(t)
 	dir := t.TempDir()
@@ -55,16 +56,20 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 		return string(out)
 	}
 	kubectl("apply", "-f", filepath.Join("..", "..", "examples"))
-	var msg string
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		msg = kubectl("get", "vm", "db-prod-01", "-o", `jsonpath={.status.conditions[?(@.type=="Scheduled")].message}`)
-		if msg != "" {
-			break
-		}
+	jsonpath := func(path string) string {
+		return kubectl("get", "vm", "db-prod-01", "-o", "jsonpath="+path)
 	}
-	if want := `infra/vcenter-dc1: no provider controller for class "vsphere" has claimed it`; !strings.Contains(msg, want) {
-		t.Fatalf("Scheduled message = %q, want it to contain %q", msg, want)
+	var ready, ip string
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end) && (ready != "True" || ip == ""); time.Sleep(500 * time.Millisecond) {
+		ready, ip = jsonpath(`{.status.conditions[?(@.type=="Ready")].status}`), jsonpath(`{.status.addresses[0].address}`)
 	}
+	if ready != "True" || ip == "" {
+		t.Fatalf("db-prod-01 did not become Ready with an address on the simulated vCenter: Ready=%q address=%q\n%s", ready, ip, kubectl("get", "vm", "db-prod-01", "-o", "yaml"))
+	}
+	if got := jsonpath("{.status.scheduled.providerName}/{.status.providerID}"); !strings.HasPrefix(got, "vcenter-dc1/vsphere://") {
+		t.Errorf("placement/providerID = %q, want vcenter-dc1/vsphere://…", got)
+	}
+	kubectl("delete", "vm", "db-prod-01", "--wait=true", "--timeout=2m")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

@@ -43,7 +43,7 @@ func newRootCommand() *cobra.Command {
 	zapOpts.BindFlags(fs)
 	root.PersistentFlags().AddGoFlagSet(fs)
 	root.PersistentPreRun = func(*cobra.Command, []string) { ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts))) }
-	root.AddCommand(newControllerCommand(), newDevCommand())
+	root.AddCommand(newControllerCommand(), newProviderCommand(), newSimCommand(), newDevCommand())
 	return root
 }
 
@@ -62,7 +62,7 @@ func newScheme() (*runtime.Scheme, error) {
 // controller is wired, shared by 'banlieue controller' and 'banlieue dev': give the
 // Reconciler any new dependency (a Recorder, options) here.
 func setupCore(ctx context.Context, mgr ctrl.Manager) error {
-	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
+	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 10}); err != nil {
 		return fmt.Errorf("failed to set up the VirtualMachine controller: %w", err)
 	}
 	return nil

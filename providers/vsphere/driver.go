@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
@@ -83,4 +84,12 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		return nil, err
 	}
 	return s, nil
+}
+
+// MachineKind is the infrastructure machine kind of this provider.
+var MachineKind = infrav1.GroupVersion.WithKind("VSphereMachine")
+
+// Config describes the vSphere provider to providersdk.Setup, with a Driver made from opts.
+func Config(opts ...Option) providersdk.Config {
+	return providersdk.Config{Class: ProviderClass, MachineKind: MachineKind, Driver: NewDriver(opts...), StatusBlock: "vsphere"}
 }

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere"
+)
+
+// builtinProviders are the provider classes the banlieue binary serves. They are wired
+// here, explicitly; a third-party provider builds its own binary on providersdk.Setup.
+func builtinProviders() map[string]func() providersdk.Config {
+	return map[string]func() providersdk.Config{
+		vsphere.ProviderClass: func() providersdk.Config { return vsphere.Config() },
+	}
+}
+
+func newProviderCommand() *cobra.Command {
+	var mf managerFlags
+	classes := slices.Sorted(maps.Keys(builtinProviders()))
+	cmd := &cobra.Command{
+		Use:       "provider <class>",
+		Short:     "Run a provider controller: turn one class's infrastructure machines into backend VMs",
+		Long:      "provider runs the controller of one provider class (" + strings.Join(classes, ", ") + "): it claims the\nProviders of that class, reads their inventory, resolves images and reconciles their machines.",
+		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+		ValidArgs: classes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			config := builtinProviders()[args[0]]
+			mgr, err := mf.newManager("banlieue-provider-" + args[0] + ".banlieue.io")
+			if err != nil {
+				return err
+			}
+			if err := providersdk.Setup(mgr, config()); err != nil {
+				return fmt.Errorf("failed to set up the %s provider: %w", args[0], err)
+			}
+			return mgr.Start(cmd.Context())
+		},
+	}
+	mf.bind(cmd.Flags())
+	return cmd
+}

@@ -30,13 +30,13 @@ var seq atomic.Int64
 
 // fixture is one test's namespace, and the cluster-scoped objects it names after it.
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	g   *WithT
 	ctx context.Context
 	ns  string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	if k8s == nil {
 		t.Skip("KUBEBUILDER_ASSETS is not set")

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/client-go/kubernetes"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere"
+	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+)
+
+// benchVMs is how many VMs one round of BenchmarkVSphereVMsToReady creates.
+const benchVMs = 200
+
+// BenchmarkVSphereVMsToReady creates 200 VirtualMachines through core and the vSphere
+// provider against vcsim and reports the time until all are Ready, the vCenter API calls
+// and Kubernetes API writes per VM, and the same 200 clones made directly with govmomi
+// in the same run, as a ratio. Run it with:
+//
+//	make bench-vsphere
+func BenchmarkVSphereVMsToReady(b *testing.B) {
+	for b.Loop() {
+		f := newFixture(b)
+		vs := vspheretest.Start(b)
+		f.startProvider(vsphereConfig(nil))
+		p := f.vsphereProvider(vs)
+		f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: ")) }, 30*time.Second)
+		class := f.class("tiny", func(c *banlieuev1.VMClass) {
+			c.Spec.Hardware.CPUs, c.Spec.Hardware.MemoryMiB = 1, 512
+			c.Spec.Hardware.Disks = []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast"}}
+			c.Spec.Network.Interfaces = []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}}
+		})
+		img := f.image("ubuntu", vspheretest.TemplateName)
+		f.eventually(img, func(g Gomega) { g.Expect(img.Status.PerProvider).NotTo(BeEmpty()) }, 30*time.Second)
+
+		callsBefore, writesBefore := backendCalls(), apiWrites(f)
+		start := time.Now()
+		vms := make([]*banlieuev1.VirtualMachine, benchVMs)
+		for i := range vms {
+			vms[i] = f.vm(fmt.Sprintf("vm-%03d", i), class, img)
+		}
+		for _, vm := range vms {
+			f.eventually(vm, func(g Gomega) { g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/")) }, 10*time.Minute)
+		}
+		viaBanlieue := time.Since(start)
+		// The VMs' own creation (benchVMs POSTs) is the user's, not banlieue's.
+		writes := apiWrites(f) - writesBefore - benchVMs
+		calls := backendCalls() - callsBefore
+
+		direct := cloneDirectly(f, vs, benchVMs)
+		b.ReportMetric(viaBanlieue.Seconds(), "s-to-ready")
+		b.ReportMetric(direct.Seconds(), "s-direct")
+		b.ReportMetric(viaBanlieue.Seconds()/direct.Seconds(), "ratio")
+		b.ReportMetric(calls/benchVMs, "vcenter-calls/VM")
+		b.ReportMetric(writes/benchVMs, "k8s-writes/VM")
+	}
+}
+
+// cloneDirectly clones the template n times with govmomi, as banlieue does (same shape,
+// powered on, all at once), and returns how long it took until every task succeeded.
+func cloneDirectly(f *fixture, vs *vspheretest.Simulator, n int) time.Duration {
+	ctx := context.Background()
+	c := vs.Client.Client
+	finder := find.NewFinder(c)
+	folder, err := finder.Folder(ctx, "/"+vspheretest.Datacenter+"/vm")
+	f.g.Expect(err).NotTo(HaveOccurred())
+	pool, err := finder.ResourcePool(ctx, "/"+vspheretest.Datacenter+"/host/"+vspheretest.Cluster+"/Resources")
+	f.g.Expect(err).NotTo(HaveOccurred())
+	tpl := object.NewVirtualMachine(c, types.ManagedObjectReference{Type: "VirtualMachine", Value: vs.TemplateRef})
+	poolRef := pool.Reference()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			spec := types.VirtualMachineCloneSpec{
+				Location: types.VirtualMachineRelocateSpec{Pool: &poolRef},
+				Config:   &types.VirtualMachineConfigSpec{NumCPUs: 1, MemoryMB: 512},
+				PowerOn:  true,
+			}
+			task, err := tpl.Clone(ctx, folder, fmt.Sprintf("direct-%03d", i), spec)
+			if err == nil {
+				err = task.Wait(ctx)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		f.g.Expect(err).NotTo(HaveOccurred())
+	}
+	return time.Since(start)
+}
+
+// backendCalls sums providersdk.BackendCalls for the vSphere provider.
+func backendCalls() float64 {
+	ch := make(chan prometheus.Metric, 1024)
+	go func() { providersdk.BackendCalls.Collect(ch); close(ch) }()
+	total := 0.0
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err == nil && labelValue(&d, "class") == vsphere.ProviderClass {
+			total += d.GetCounter().GetValue()
+		}
+	}
+	return total
+}
+
+// apiWrites sums the API server's own count of write requests (apiserver_request_total
+// for POST, PUT, PATCH, APPLY and DELETE).
+func apiWrites(f *fixture) float64 {
+	cs, err := kubernetes.NewForConfig(cfg)
+	f.g.Expect(err).NotTo(HaveOccurred())
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	f.g.Expect(err).NotTo(HaveOccurred())
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	f.g.Expect(err).NotTo(HaveOccurred())
+	total := 0.0
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		switch labelValue(m, "verb") {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE":
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}

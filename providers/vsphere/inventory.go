@@ -371,29 +371,28 @@ func inventoryPath(byRef map[types.ManagedObjectReference]*entity, e *entity) st
 // dnsName lowercases s and replaces every character but letters, digits, '-' and '.'
 // with '-', trimming to 63 characters that start and end with a letter or digit.
 func dnsName(s string) string {
-	b := []byte(strings.ToLower(s))
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			b[i] = '-'
-		}
+	if out := cleanName(strings.ToLower(s), "-.", '-'); out != "" {
+		return out
 	}
-	out := strings.Trim(truncate(string(b), 63), "-.")
-	if out == "" {
-		return "default"
-	}
-	return out
+	return "default"
 }
 
 // labelValue makes s a valid label value: letters, digits, '-', '_' and '.', at most 63
 // characters, starting and ending with a letter or digit.
-func labelValue(s string) string {
+func labelValue(s string) string { return cleanName(s, "-_.", '_') }
+
+// cleanName replaces every byte of s that is neither an ASCII letter or digit nor in
+// punct with repl, and trims the result to 63 bytes that start and end with a letter or
+// digit.
+func cleanName(s, punct string, repl byte) string {
 	b := []byte(s)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			b[i] = '_'
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && strings.IndexByte(punct, c) < 0 {
+			b[i] = repl
 		}
 	}
-	return strings.Trim(truncate(string(b), 63), "-_.")
+	return strings.Trim(truncate(string(b), 63), punct)
 }
 
 // truncate cuts s to at most n bytes.

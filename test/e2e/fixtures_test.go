@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,12 +35,12 @@ type fixture struct {
 	ns  string
 }
 
-func newFixture(t testing.TB) *fixture {
-	t.Helper()
+func newFixture(tb testing.TB) *fixture {
+	tb.Helper()
 	if k8s == nil {
-		t.Skip("KUBEBUILDER_ASSETS is not set")
+		tb.Skip("KUBEBUILDER_ASSETS is not set")
 	}
-	f := &fixture{t: t, g: NewWithT(t), ctx: context.Background(), ns: fmt.Sprintf("e2e-%d", seq.Add(1))}
+	f := &fixture{t: tb, g: NewWithT(tb), ctx: context.Background(), ns: fmt.Sprintf("e2e-%d", seq.Add(1))}
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}})
 	return f
 }
@@ -221,9 +220,4 @@ func conditionOf(conditions []metav1.Condition, t string) string {
 		return ""
 	}
 	return string(c.Status) + "/" + c.Reason + ": " + c.Message
-}
-
-// hasPrefix is a matcher-friendly strings.HasPrefix.
-func hasPrefix(prefix string) func(string) bool {
-	return func(s string) bool { return strings.HasPrefix(s, prefix) }
 }

@@ -72,8 +72,8 @@ func WithModel(f func(*simulator.Model)) Option { return Option(f) }
 // Start starts a simulator for the test and stops it when the test ends. Its guests
 // report no address until the test sets one with SetGuestIP, so that a test decides
 // when a VM has one.
-func Start(t testing.TB, opts ...Option) *Simulator {
-	t.Helper()
+func Start(tb testing.TB, opts ...Option) *Simulator {
+	tb.Helper()
 	sim, err := vspheresim.Start(vspheresim.Options{
 		// govmomi's VPX model as it comes, which the driver's tests are written against:
 		// one cluster of three hosts, and a standalone host DC0_H0 with VMs that are not
@@ -92,9 +92,9 @@ func Start(t testing.TB, opts ...Option) *Simulator {
 		},
 	})
 	if err != nil {
-		t.Fatalf("failed to start vcsim: %v", err)
+		tb.Fatalf("failed to start vcsim: %v", err)
 	}
-	t.Cleanup(sim.Stop)
+	tb.Cleanup(sim.Stop)
 	return &Simulator{
 		URL:         sim.URL.String(),
 		Username:    sim.Username,
@@ -132,8 +132,8 @@ func (s *Simulator) TerminateSessions(ctx context.Context) error {
 
 // DelayTask makes every vcsim task named name (TaskClone, for one) wait d before it
 // runs, until the test ends. VMs stay readable meanwhile. Task delays are process-wide.
-func DelayTask(t testing.TB, name string, d time.Duration) {
-	t.Helper()
+func DelayTask(tb testing.TB, name string, d time.Duration) {
+	tb.Helper()
 	prev := simulator.TaskDelay.MethodDelay
 	delays := map[string]int{"LockHandoff": 0}
 	for k, v := range prev {
@@ -141,7 +141,7 @@ func DelayTask(t testing.TB, name string, d time.Duration) {
 	}
 	delays[name] = int(d / time.Millisecond)
 	simulator.TaskDelay.MethodDelay = delays
-	t.Cleanup(func() { simulator.TaskDelay.MethodDelay = prev })
+	tb.Cleanup(func() { simulator.TaskDelay.MethodDelay = prev })
 }
 
 // Credentials is the data of a credentials Secret for the simulator.

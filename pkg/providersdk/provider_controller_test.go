@@ -190,3 +190,65 @@ func TestAProviderIsDeletedOnlyOnceItsMachinesAreGone(t *testing.T) {
 		t.Error("the Provider still exists after its last machine went")
 	}
 }
+
+func TestTheCABundleReachesTheDriverFromWhereverItIsGiven(t *testing.T) {
+	const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+	tests := []struct {
+		name    string
+		bundle  banlieuev1.CABundle
+		objects func(ns string) []client.Object
+		want    string // the bundle the driver saw, or the Ready condition when it saw none
+	}{{
+		name:   "inline",
+		bundle: banlieuev1.CABundle{Inline: pem},
+		want:   pem,
+	}, {
+		name:   "a ConfigMap key",
+		bundle: banlieuev1.CABundle{ConfigMapRef: &banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
+		objects: func(ns string) []client.Object {
+			return []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"ca.crt": pem}}}
+		},
+		want: pem,
+	}, {
+		name:   "a Secret key",
+		bundle: banlieuev1.CABundle{SecretRef: &banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
+		objects: func(ns string) []client.Object {
+			return []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, StringData: map[string]string{"ca.crt": pem}}}
+		},
+		want: pem,
+	}, {
+		name:   "a ConfigMap without the key says which key is missing",
+		bundle: banlieuev1.CABundle{ConfigMapRef: &banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
+		objects: func(ns string) []client.Object {
+			return []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"other": pem}}}
+		},
+		want: `False/CredentialsNotFound: ConfigMap NS/ca has no key "ca.crt": CA bundle not found`,
+	}, {
+		name:   "a missing Secret says which",
+		bundle: banlieuev1.CABundle{SecretRef: &banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
+		want:   "False/CredentialsNotFound: Secret NS/ca: CA bundle not found",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.Connection.CABundle = &tt.bundle })
+			if tt.objects != nil {
+				for _, o := range tt.objects(e.ns) {
+					e.create(o)
+				}
+			}
+			var seen []byte
+			d := providersdk.DriverFunc(func(_ context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
+				seen = info.CABundle
+				return providersdk.NopClient{}, nil
+			})
+			e.reconcileProvider(newProviderReconciler(d))
+			got := string(seen)
+			if seen == nil {
+				got = conditionsOf(e.getProvider())["Ready"]
+			}
+			if diff := cmp.Diff(strings.ReplaceAll(tt.want, "NS", e.ns), got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -81,28 +81,31 @@ func (s *Sessions) caBundle(ctx context.Context, p *banlieuev1.Provider) ([]byte
 		return []byte(b.Inline), nil
 	case b.ConfigMapRef != nil:
 		cm := &corev1.ConfigMap{}
-		if err := s.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: b.ConfigMapRef.Name}, cm); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("ConfigMap %s/%s: %w", p.Namespace, b.ConfigMapRef.Name, errCABundleNotFound)
-			}
-			return nil, fmt.Errorf("failed to get CA bundle ConfigMap: %w", err)
-		}
-		if v, ok := cm.Data[b.ConfigMapRef.Key]; ok {
-			return []byte(v), nil
-		}
-		return nil, fmt.Errorf("ConfigMap %s/%s has no key %q: %w", p.Namespace, b.ConfigMapRef.Name, b.ConfigMapRef.Key, errCABundleNotFound)
+		return s.readKey(ctx, p.Namespace, "ConfigMap", cm, b.ConfigMapRef, func(key string) ([]byte, bool) {
+			v, ok := cm.Data[key]
+			return []byte(v), ok
+		})
 	case b.SecretRef != nil:
 		secret := &corev1.Secret{}
-		if err := s.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: b.SecretRef.Name}, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("secret %s/%s: %w", p.Namespace, b.SecretRef.Name, errCABundleNotFound)
-			}
-			return nil, fmt.Errorf("failed to get CA bundle Secret: %w", err)
-		}
-		if v, ok := secret.Data[b.SecretRef.Key]; ok {
-			return v, nil
-		}
-		return nil, fmt.Errorf("secret %s/%s has no key %q: %w", p.Namespace, b.SecretRef.Name, b.SecretRef.Key, errCABundleNotFound)
+		return s.readKey(ctx, p.Namespace, "Secret", secret, b.SecretRef, func(key string) ([]byte, bool) {
+			v, ok := secret.Data[key]
+			return v, ok
+		})
 	}
 	return nil, nil
+}
+
+// readKey reads ref's object (a ConfigMap or Secret, into obj) in namespace and returns
+// its key's value, found with value.
+func (s *Sessions) readKey(ctx context.Context, namespace, kind string, obj client.Object, ref *banlieuev1.KeyReference, value func(key string) ([]byte, bool)) ([]byte, error) {
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %s/%s: %w", kind, namespace, ref.Name, errCABundleNotFound)
+		}
+		return nil, fmt.Errorf("failed to get CA bundle %s: %w", kind, err)
+	}
+	if v, ok := value(ref.Key); ok {
+		return v, nil
+	}
+	return nil, fmt.Errorf("%s %s/%s has no key %q: %w", kind, namespace, ref.Name, ref.Key, errCABundleNotFound)
 }

@@ -25,20 +25,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	cfg, stop, err := testenv.Start("config/crd/bases", "test/provider/config/crd")
+	env, err := testenv.Start("config/crd/bases", "test/provider/config/crd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = stop() }()
-	scheme, err := testenv.Scheme()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	defer func() { _ = env.Stop() }()
+	k8s = env.Client
 	return m.Run()
 }

@@ -37,26 +37,14 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var (
-		stop func() error
-		err  error
-	)
-	cfg, stop, err = testenv.Start("config/crd/bases")
+	env, err := testenv.Start("config/crd/bases")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = stop() }()
-	scheme, err := testenv.Scheme()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	defer func() { _ = env.Stop() }()
+	cfg, k8s = env.Config, env.Client
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

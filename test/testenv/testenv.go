@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -63,16 +65,34 @@ func RepoPath(rel string) string {
 	return filepath.Join(filepath.Dir(file), "..", "..", rel)
 }
 
+// Env is a running control plane and a client to it.
+type Env struct {
+	// Config is an admin config for the API server.
+	Config *rest.Config
+	// Client is a direct (uncached) client with Scheme.
+	Client client.Client
+	// Scheme holds Kubernetes' built-in types, banlieue's APIs and the TestMachine.
+	Scheme *k8sruntime.Scheme
+
+	env *crenvtest.Environment
+}
+
+// Stop stops kube-apiserver and etcd.
+func (e *Env) Stop() error { return e.env.Stop() }
+
 // Start starts kube-apiserver and etcd with the CRDs in crdDirs (relative to the
-// repository's root) and returns an admin config and the function that stops them.
-// Controller logs go nowhere unless BANLIEUE_TEST_LOGS is set: they are noise in a
-// passing run.
-func Start(crdDirs ...string) (*rest.Config, func() error, error) {
+// repository's root) and returns the control plane with an admin client. Controller
+// logs go nowhere unless BANLIEUE_TEST_LOGS is set: they are noise in a passing run.
+func Start(crdDirs ...string) (*Env, error) {
 	logs := io.Discard
 	if os.Getenv("BANLIEUE_TEST_LOGS") != "" {
 		logs = os.Stderr
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs)))
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
 	env := &crenvtest.Environment{ErrorIfCRDPathMissing: true}
 	for _, d := range crdDirs {
 		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, RepoPath(d))
@@ -81,9 +101,13 @@ func Start(crdDirs ...string) (*rest.Config, func() error, error) {
 	if err != nil {
 		// A CRD the API server refuses (a schema error, a CEL rule over its cost budget)
 		// fails here, before any test runs.
-		return nil, nil, fmt.Errorf("failed to start envtest or install the CRDs: %w", err)
+		return nil, fmt.Errorf("failed to start envtest or install the CRDs: %w", err)
 	}
-	return cfg, env.Stop, nil
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("failed to create a client: %w", err), env.Stop())
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, env: env}, nil
 }
 
 // Scheme returns a scheme with Kubernetes' built-in types, banlieue's APIs and the test

@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/banlieue/banlieue/test/testenv"
@@ -42,30 +41,18 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	cfg, stop, err := testenv.Start("config/crd/bases")
+	env, err := testenv.Start("config/crd/bases")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() {
-		if err := stop(); err != nil {
+		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "failed to stop envtest:", err)
 		}
 	}()
-	if err := newClient(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "failed to create a client:", err)
-		return 1
-	}
+	k8sClient = env.Client
 	return m.Run()
-}
-
-func newClient(cfg *rest.Config) error {
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		return err
-	}
-	k8sClient = c
-	return nil
 }
 
 // needAPIServer skips the calling test when the suite has no API server.

@@ -28,23 +28,14 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	cfg, stop, err := testenv.Start("config/crd/bases", "test/provider/config/crd")
+	env, err := testenv.Start("config/crd/bases", "test/provider/config/crd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = stop() }()
-
-	scheme, err := testenv.Scheme()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	defer func() { _ = env.Stop() }()
+	k8s = env.Client
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -62,16 +62,25 @@ test: deps verify vet lint ## Run the whole test suite, with a real API server (
 	KUBEBUILDER_ASSETS=$$assets go test ./... -race=false -count=1 -timeout 30m
 
 .PHONY: bench
-bench: ## Run the benchmarks.
-	go test ./... -run '^$$' -bench . -benchmem
+bench: ## Run the pure benchmarks (no API server needed).
+	go test ./internal/... ./pkg/... -run '^$$' -bench . -benchmem
+
+.PHONY: bench-vsphere
+bench-vsphere: ## 200 VMs to Ready through core and the vSphere provider against vcsim, and directly with govmomi.
+	@assets=$$($(ENVTEST_ASSETS_CMD)); \
+	KUBEBUILDER_ASSETS=$$assets go test ./test/e2e/ -run '^$$' -bench VSphereVMsToReady -benchtime 1x -count 3 -timeout 30m
 
 ##@ Build
+
+.PHONY: sim-vsphere
+sim-vsphere: build ## Run a simulated vCenter on 127.0.0.1:8989 (credentials and CA are printed).
+	exec bin/banlieue sim vsphere
 
 .PHONY: build
 build: ## Build bin/banlieue.
 	go build -o bin/banlieue ./cmd/banlieue
 
 .PHONY: dev
-dev: build ## Run a local control plane with banlieue, ready for kubectl apply.
+dev: build ## Run a local control plane with banlieue and simulated backends, ready for kubectl apply.
 	@assets=$$($(ENVTEST_ASSETS_CMD)); \
 	exec bin/banlieue dev --assets "$$assets"

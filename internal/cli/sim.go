@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/banlieue/banlieue/internal/devenv"
 	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
 )
 
@@ -37,7 +38,13 @@ func newSimVSphereCommand() *cobra.Command {
 			if err := os.WriteFile(caFile, s.CACert, 0o644); err != nil {
 				return fmt.Errorf("failed to write the CA certificate: %w", err)
 			}
-			fmt.Printf("vCenter simulator: %s\n  username: %s\n  password: %s\n  CA certificate: %s\n\nCtrl-C stops it.\n", s.URL, s.Username, s.Password, caFile)
+			manifest, err := devenv.Manifest(devenv.VSphereObjects(s)...)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("vCenter simulator: %s\n  username: %s\n  password: %s\n  CA certificate: %s\n\n"+
+				"A Secret and a Provider for it, in namespace %s (kubectl apply -f -):\n\n%s\nCtrl-C stops it.\n",
+				s.URL, s.Username, s.Password, caFile, devenv.ProviderNamespace, manifest)
 			<-cmd.Context().Done()
 			return nil
 		},

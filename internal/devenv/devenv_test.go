@@ -1,11 +1,17 @@
 package devenv
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
 	"github.com/banlieue/banlieue/test/testenv"
 )
 
@@ -89,5 +95,30 @@ spec:
 	}
 	for _, e := range left {
 		t.Errorf("left behind after a failed start: %s", e.Name())
+	}
+}
+
+func TestTheVSphereManifestAppliesAsTheObjectsDevCreates(t *testing.T) {
+	vs := &vspheresim.Simulator{URL: &url.URL{Scheme: "https", Host: "127.0.0.1:8989", Path: "/sdk"}, Username: "u", Password: "p", CACert: []byte("PEM\n")}
+	manifest, err := Manifest(VSphereObjects(vs)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(manifest, "---\n")
+	if len(docs) != 2 {
+		t.Fatalf("%d documents, want a Secret and a Provider:\n%s", len(docs), manifest)
+	}
+	var p banlieuev1.Provider
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &p); err != nil {
+		t.Fatalf("the Provider does not decode strictly: %v\n%s", err, docs[1])
+	}
+	want := VSphereObjects(vs)[1].(*banlieuev1.Provider)
+	if diff := cmp.Diff(want, &p); diff != "" {
+		t.Errorf("Provider (-want +got):\n%s", diff)
+	}
+	for _, field := range []string{"creationTimestamp", "status:"} {
+		if strings.Contains(manifest, field) {
+			t.Errorf("the manifest carries an empty %s", field)
+		}
 	}
 }

@@ -30,6 +30,15 @@ import (
 // PausedAnnotation pauses the reconciliation of a machine that carries it (Cluster API's).
 const PausedAnnotation = "cluster.x-k8s.io/paused"
 
+// paused reports whether the machine carries Cluster API's paused annotation or the one
+// core sets for a paused VirtualMachine.
+func paused(u *unstructured.Unstructured) bool {
+	a := u.GetAnnotations()
+	_, capi := a[PausedAnnotation]
+	_, vm := a[infrav1.PausedAnnotation]
+	return capi || vm
+}
+
 // Reconciler reconciles the infrastructure machines of one kind through a Driver.
 type Reconciler struct {
 	client      client.Client
@@ -197,7 +206,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		s.machine.Task = Task{Ref: t.Ref, Operation: t.Operation, StartedAt: t.StartedAt.Time}
 	}
 	before := s.status.DeepCopy()
-	if _, paused := u.GetAnnotations()[PausedAnnotation]; paused {
+	if paused(u) {
 		log.V(4).Info("Machine is paused")
 		return ctrl.Result{}, nil
 	}

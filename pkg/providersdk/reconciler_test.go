@@ -310,6 +310,9 @@ func TestAPausedMachineOrProviderIsLeftAlone(t *testing.T) {
 		{"machine carries the Cluster API paused annotation", func(m *testv1.TestMachine) {
 			m.Annotations = map[string]string{providersdk.PausedAnnotation: ""}
 		}, func(*banlieuev1.Provider) {}},
+		{"machine belongs to a paused VirtualMachine", func(m *testv1.TestMachine) {
+			m.Annotations = map[string]string{infrav1.PausedAnnotation: "the VirtualMachine's spec.paused is true"}
+		}, func(*banlieuev1.Provider) {}},
 		{"Provider is paused", func(*testv1.TestMachine) {}, func(p *banlieuev1.Provider) { p.Spec.Paused = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

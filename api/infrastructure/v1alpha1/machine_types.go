@@ -13,6 +13,11 @@ const ContractVersion = "v1alpha1"
 // ContractLabel marks an infrastructure machine CRD as implementing the banlieue machine contract.
 const ContractLabel = "banlieue.io/machine-contract"
 
+// PausedAnnotation is set by core on the machine of a paused VirtualMachine and removed
+// when the VM is unpaused; the provider leaves a machine that carries it alone, as it does
+// one with Cluster API's cluster.x-k8s.io/paused.
+const PausedAnnotation = "banlieue.io/paused"
+
 // ProviderRef names the Provider an infrastructure machine runs on.
 type ProviderRef struct {
 	// namespace of the Provider.

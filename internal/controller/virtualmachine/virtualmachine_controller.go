@@ -121,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if vm.Spec.Paused {
 		ctrl.LoggerFrom(ctx).V(4).Info("VirtualMachine is paused")
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.pauseMachine(ctx, vm)
 	}
 	return r.withStatus(ctx, vm, r.reconcileNormal)
 }

@@ -399,6 +399,23 @@ func TestPausedVMIsLeftAlone(t *testing.T) {
 	f.scheduledOn("v", "p1", "")
 }
 
+func TestPausingAVMPausesItsMachineUntilItIsUnpaused(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	vm := f.vm("v", class, image)
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	marked := func() bool {
+		_, ok := f.machine("v").Annotations[infrav1.PausedAnnotation]
+		return ok
+	}
+	f.g.Expect(marked()).To(BeFalse())
+	f.update(vm, func() { vm.Spec.Paused = true })
+	f.g.Eventually(marked, 10*time.Second).Should(BeTrue(), "the paused VM's machine carries %s", infrav1.PausedAnnotation)
+	f.update(vm, func() { vm.Spec.Paused = false })
+	f.g.Eventually(marked, 10*time.Second).Should(BeFalse(), "the unpaused VM's machine still carries %s", infrav1.PausedAnnotation)
+}
+
 func TestAnUnhealthyOrPausedProviderKeepsItsVMs(t *testing.T) {
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")

@@ -272,6 +272,9 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 	if s.machine != nil && !metav1.IsControlledBy(s.machine, vm) {
 		return fmt.Errorf("%s %s exists and is not controlled by this VirtualMachine; delete or rename it", gvk.Kind, s.machine.GetName())
 	}
+	if err := r.markPaused(ctx, s.machine, false); err != nil {
+		return err
+	}
 	desired, err := contract.NewMachine(gvk, vm.Namespace, vm.Name, machineSpec(vm, d, class, image))
 	if err != nil {
 		return err
@@ -290,6 +293,48 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 		s.machine = desired
 	}
 	return r.mirror(ctx, s)
+}
+
+// pauseMachine marks the machine of the paused VM vm, so that its provider leaves the
+// backend VM alone until the VM is unpaused.
+func (r *Reconciler) pauseMachine(ctx context.Context, vm *banlieuev1.VirtualMachine) error {
+	if vm.Status.InfrastructureRef == nil {
+		return nil
+	}
+	gvk, err := r.machineGVK(vm)
+	if err != nil {
+		return err
+	}
+	s := &scope{vm: vm}
+	if err := r.getMachine(ctx, s, gvk); err != nil {
+		return err
+	}
+	return r.markPaused(ctx, s.machine, true)
+}
+
+// markPaused sets or removes infrav1.PausedAnnotation on the machine m (nil: none yet).
+func (r *Reconciler) markPaused(ctx context.Context, m *unstructured.Unstructured, paused bool) error {
+	if m == nil {
+		return nil
+	}
+	if _, marked := m.GetAnnotations()[infrav1.PausedAnnotation]; marked == paused {
+		return nil
+	}
+	before := m.DeepCopy()
+	a := m.GetAnnotations()
+	if paused {
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[infrav1.PausedAnnotation] = "the VirtualMachine's spec.paused is true"
+	} else {
+		delete(a, infrav1.PausedAnnotation)
+	}
+	m.SetAnnotations(a)
+	if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("failed to mark %s %s paused=%t: %w", m.GetKind(), m.GetName(), paused, err))
+	}
+	return nil
 }
 
 // machineSpec resolves the VM's class, image and placement into the contract's spec.

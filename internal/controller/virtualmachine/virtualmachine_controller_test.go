@@ -404,7 +404,9 @@ func TestPausingAVMPausesItsMachineUntilItIsUnpaused(t *testing.T) {
 	class, image := f.class("c"), f.image("i")
 	f.provider("p1", nil)
 	vm := f.vm("v", class, image)
-	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
 	marked := func() bool {
 		_, ok := f.machine("v").Annotations[infrav1.PausedAnnotation]
 		return ok

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +60,9 @@ func BenchmarkVSphereVMsToReady(b *testing.B) {
 		}
 		viaBanlieue := time.Since(start)
 		// The VMs' own creation (benchVMs POSTs) is the user's, not banlieue's.
-		writes := apiWrites(f) - writesBefore - benchVMs
+		writesAfter := apiWrites(f)
+		writes := writesAfter.total() - writesBefore.total() - benchVMs
+		b.Logf("API writes per VM by resource: %s", writesAfter.perVM(writesBefore, benchVMs))
 		calls := backendCalls() - callsBefore
 
 		direct := cloneDirectly(f, vs, benchVMs)
@@ -122,9 +125,40 @@ func backendCalls() float64 {
 	return total
 }
 
-// apiWrites sums the API server's own count of write requests (apiserver_request_total
-// for POST, PUT, PATCH, APPLY and DELETE).
-func apiWrites(f *fixture) float64 {
+// writeCounts are the API server's own counts of write requests (apiserver_request_total
+// for POST, PUT, PATCH, APPLY and DELETE), by "verb resource[/subresource]".
+type writeCounts map[string]float64
+
+func (w writeCounts) total() float64 {
+	sum := 0.0
+	for _, v := range w {
+		sum += v
+	}
+	return sum
+}
+
+// perVM formats the writes made since before, per VM, largest first.
+func (w writeCounts) perVM(before writeCounts, vms int) string {
+	type row struct {
+		key string
+		n   float64
+	}
+	var rows []row
+	for k, v := range w {
+		if d := v - before[k]; d > 0 {
+			rows = append(rows, row{k, d / float64(vms)})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].n > rows[j].n })
+	var parts []string
+	for _, r := range rows {
+		parts = append(parts, fmt.Sprintf("%s %.2f", r.key, r.n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// apiWrites reads the API server's write counts from its /metrics.
+func apiWrites(f *fixture) writeCounts {
 	cs, err := kubernetes.NewForConfig(cfg)
 	f.g.Expect(err).NotTo(HaveOccurred())
 	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
@@ -132,14 +166,18 @@ func apiWrites(f *fixture) float64 {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
 	f.g.Expect(err).NotTo(HaveOccurred())
-	total := 0.0
+	counts := writeCounts{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
-		switch labelValue(m, "verb") {
+		switch verb := labelValue(m, "verb"); verb {
 		case "POST", "PUT", "PATCH", "APPLY", "DELETE":
-			total += m.GetCounter().GetValue()
+			key := verb + " " + labelValue(m, "resource")
+			if sub := labelValue(m, "subresource"); sub != "" {
+				key += "/" + sub
+			}
+			counts[key] += m.GetCounter().GetValue()
 		}
 	}
-	return total
+	return counts
 }
 
 func labelValue(m *dto.Metric, name string) string {

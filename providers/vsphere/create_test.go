@@ -106,3 +106,43 @@ func TestCreateRefusesAnotherVMWithTheSameName(t *testing.T) {
 		t.Fatal(msg)
 	}
 }
+
+func TestAVMWithTheMachinesInstanceUUIDIsCheckedForItsUID(t *testing.T) {
+	tests := []struct {
+		name      string
+		uidKey    string // extraConfig banlieue.machine.uid of the VM; "" leaves it unset
+		wantCheck func(error) bool
+	}{
+		{"a VM whose UID key is not written yet is a clone still being made", "", providersdk.IsInFlight},
+		{"a VM whose UID key names another machine is left alone", "0aa0aa0a-0000-4000-8000-000000000000", providersdk.IsPermanent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sim := vspheretest.Start(t)
+			ctx := context.Background()
+			s := connect(t, sim, NewDriver())
+			m := newMachine("2c3d4e5f-6071-4b8c-9dae-1f2a3b4c5d6e")
+			inv, err := s.domains(ctx, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd := inv.byName["dc0-dc0-c0"]
+			cfg := &types.VirtualMachineConfigSpec{InstanceUuid: string(m.UID)}
+			if tt.uidKey != "" {
+				cfg.ExtraConfig = []types.BaseOptionValue{&types.OptionValue{Key: ExtraConfigMachineUID, Value: tt.uidKey}}
+			}
+			tmpl := object.NewVirtualMachine(sim.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: sim.TemplateRef})
+			task, err := tmpl.Clone(ctx, object.NewFolder(sim.Client.Client, fd.vmFolder), "someone-else",
+				types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &fd.resourcePool}, Config: cfg})
+			if err == nil {
+				err = task.Wait(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Observe(ctx, m); !tt.wantCheck(err) {
+				t.Errorf("Observe: %v", err)
+			}
+		})
+	}
+}

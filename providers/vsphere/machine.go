@@ -115,11 +115,16 @@ func (s *session) taskFailed(ctx context.Context, m *providersdk.Machine, f *typ
 	return providersdk.TaskFailed(m.Task, faultMessage(f))
 }
 
-// checkIdentity refuses a VM that has the machine's instance UUID but not its UID in
-// extraConfig: someone else set that UUID, and the VM is not the machine's to manage.
+// checkIdentity refuses a VM that has the machine's instance UUID but another UID in
+// extraConfig: someone else set that UUID, and the VM is not the machine's to manage. A
+// VM without the key yet is one a clone is still making (a provider that crashed lost
+// the clone's task), so it is waited for rather than refused.
 func (s *session) checkIdentity(vm *vmState, m *providersdk.Machine) error {
-	if vm.machineUID == string(m.UID) {
+	switch vm.machineUID {
+	case string(m.UID):
 		return nil
+	case "":
+		return providersdk.InFlight(providersdk.OperationClone, "")
 	}
 	return providersdk.Permanent(infrav1.MachineIdentityMismatchReason,
 		"VM %q (%s) has this machine's instance UUID but its extraConfig %s is %q, not the machine's UID; it is left alone",

@@ -1,0 +1,111 @@
+package proxmoxsim
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	proxmox "github.com/luthermonson/go-proxmox"
+)
+
+func TestUPIDsParseAsPVEParsesThem(t *testing.T) {
+	tests := []struct {
+		name    string
+		upid    string
+		want    UPID
+		wantErr bool
+	}{
+		{name: "a clone by an API token", upid: "UPID:pve1:0001A2B3:00D3F1A0:66F0A1B2:qmclone:9000:root@pam!banlieue:",
+			want: UPID{Node: "pve1", PID: 0x1a2b3, PStart: 0xd3f1a0, StartTime: 0x66f0a1b2, Type: "qmclone", ID: "9000", User: "root@pam!banlieue"}},
+		{name: "an upload has no ID", upid: "UPID:pve-2:00000010:000000001:66F0A1B2:imgcopy::root@pam:",
+			want: UPID{Node: "pve-2", PID: 0x10, PStart: 1, StartTime: 0x66f0a1b2, Type: "imgcopy", User: "root@pam"}},
+		{name: "the trailing colon is required", upid: "UPID:pve1:0001A2B3:00D3F1A0:66F0A1B2:qmclone:9000:root@pam", wantErr: true},
+		{name: "a short PID is refused", upid: "UPID:pve1:1A2B3:00D3F1A0:66F0A1B2:qmclone:9000:root@pam:", wantErr: true},
+		{name: "a node name cannot end in a dash", upid: "UPID:pve-:0001A2B3:00D3F1A0:66F0A1B2:qmclone:9000:root@pam:", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseUPID(tt.upid)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseUPID error = %v, want error %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ParseUPID (-want +got):\n%s", diff)
+			}
+			if again, _ := ParseUPID(got.String()); err == nil && again != got {
+				t.Errorf("String() = %s parses to %+v", got.String(), again)
+			}
+		})
+	}
+}
+
+// FuzzParseUPID checks that whatever parses prints back to a UPID that parses to the
+// same fields.
+func FuzzParseUPID(f *testing.F) {
+	f.Add("UPID:pve1:0001A2B3:00D3F1A0:66F0A1B2:qmclone:9000:root@pam!banlieue:")
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := ParseUPID(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseUPID(u.String())
+		if err != nil {
+			t.Fatalf("%q parsed, but its String %q does not: %v", s, u.String(), err)
+		}
+		if diff := cmp.Diff(u, again); diff != "" {
+			t.Errorf("round trip of %q (-first +second):\n%s", s, diff)
+		}
+	})
+}
+
+func TestTasksRunThenStopWithTheirExitStatus(t *testing.T) {
+	s := start(t, Options{TaskDelays: map[string]time.Duration{"qmclone": 200 * time.Millisecond}})
+	ctx := context.Background()
+	c := client(t, s)
+	tpl := template(t, c, 9000)
+	_, task, err := tpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 101})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := ParseUPID(string(task.UPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"pve1", "qmclone", "9000", s.TokenID}, []string{u.Node, u.Type, u.ID, u.User}); diff != "" {
+		t.Errorf("UPID fields (-want +got):\n%s", diff)
+	}
+	if err := task.Ping(ctx); err != nil || !task.IsRunning || task.Status != "running" {
+		t.Errorf("right after the request: status %q, running %v, %v; want running", task.Status, task.IsRunning, err)
+	}
+	must(t)(task, nil)
+	if !task.IsSuccessful || task.ExitStatus != "OK" {
+		t.Errorf("finished: exit status %q, want OK", task.ExitStatus)
+	}
+	log, err := task.Log(ctx, 0, 50)
+	if err != nil || log[len(log)-1] != "TASK OK" || !strings.HasPrefix(log[0], "create linked clone of VM 9000") {
+		t.Errorf("log %v, %v; want the clone's lines ending in TASK OK", log, err)
+	}
+
+	s.FailNextTask("qmclone", "storage 'local-lvm' is full")
+	_, task, err = tpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 102})
+	err = wait(t)(task, err)
+	if !proxmox.IsTaskFailed(err) || task.ExitStatus != "clone failed: storage 'local-lvm' is full" {
+		t.Errorf("injected failure: %v, exit status %q", err, task.ExitStatus)
+	}
+	if _, ok := s.VM(102); ok {
+		t.Error("the failed clone left its VM behind")
+	}
+	got := map[string]int{}
+	for _, tk := range s.Tasks() {
+		got[tk.Type+" "+tk.ExitStatus]++
+	}
+	if diff := cmp.Diff(map[string]int{"qmclone OK": 1, "qmclone clone failed: storage 'local-lvm' is full": 1}, got); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s", diff)
+	}
+	history, err := c.NodeRef("pve1").Tasks(ctx, &proxmox.NodeTasksOptions{Source: "all", TypeFilter: "qmclone"})
+	if err != nil || len(history) != 2 {
+		t.Errorf("task history: %d tasks, %v; want 2", len(history), err)
+	}
+}

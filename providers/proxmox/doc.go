@@ -1,0 +1,97 @@
+// Package proxmox is banlieue's Proxmox VE backend: a providersdk.Driver that turns
+// ProxmoxMachines into QEMU VMs cloned from templates on a PVE cluster (or a single
+// node), through PVE's REST API with github.com/luthermonson/go-proxmox.
+//
+// It is the only package of banlieue that imports go-proxmox; the provider SDK and the
+// controllers see nothing but the providersdk types.
+//
+// # Connection
+//
+// spec.connection.endpoint is the API URL, https://pve.example.com:8006/api2/json, or a
+// bare host, to which https://, port 8006 and /api2/json are added. The credentials
+// Secret holds either an API token, keys "tokenID" (user@realm!name) and "tokenSecret",
+// or a user, keys "username" (user@realm) and "password", which logs in for a ticket
+// that is renewed as it expires; the token wins when both are there. A missing key is a
+// permanent error naming the key, never a value. The server certificate is verified
+// against spec.connection.caBundle (a node's /etc/pve/pve-root-ca.pem) when it is set
+// and against the system roots otherwise; spec.connection.insecureSkipTLSVerify turns
+// verification off, for test backends only. One session per Provider is reused by
+// every reconcile; every API call is counted in banlieue_backend_calls_total under its
+// method and path template.
+//
+// # Provider parameters
+//
+//	node             comma-separated nodes that may hold VMs; every online node by default
+//	pool             resource pool new VMs join (spec.proxmox.pool overrides it)
+//	snippetsStorage  storage that holds user-data snippets; by default the first
+//	                 storage of the VM's node with the snippets content type
+//
+// A ProxmoxMachine's spec.proxmox block (infrav1.ProxmoxOptions) may also name the node
+// (overriding the failure domain) and cloneMode: full (the default) or linked (which
+// needs a template on storage that supports it and keeps disks on the template's
+// storage).
+//
+// # Images
+//
+// A Template source's ref is a template's VMID ("9000") or its name (of several with
+// the name, the lowest VMID); it resolves to "<node>/<vmid>". Url sources are not
+// supported yet and report UnsupportedSource.
+//
+// # Capabilities and failure domains
+//
+// Every online node is a failure domain named after the node, with the label node=<name>
+// and attributes.raw node=<name>. Storage class targets use the key "storage" (a PVE
+// storage ID), network class targets the key "bridge" (a Linux or OVS bridge); a class
+// is available on a node that has that storage (available) or bridge, and everywhere
+// when it has no such key. Every node reports the feature efiSecureBoot (OVMF with
+// pre-enrolled keys); features the Provider declares are passed through.
+//
+// # Machines
+//
+// A VM is a clone of the template onto the failure domain's node (with target when the
+// template is elsewhere, which PVE allows only from shared storage) and, for a full
+// clone, onto the first disk's storage. Its VMID comes from /cluster/nextid; a clone
+// refused because another client took the VMID meanwhile asks again. Once the clone
+// task ends, Update shapes it one step a call: one config update (cores, memory,
+// firmware: bios=ovmf with an efidisk0, machine q35 and pre-enrolled keys for
+// efi-secure; added disks scsiN on their storage class's storage; NIC i on interface
+// i's bridge keeping the template's model and MAC, extra template NICs removed;
+// ipconfigN from the interface's IPAM, dhcp or static, and nameserver; cicustom; the
+// identity tag), then a resize task per disk to grow, then power. CPU, memory and
+// firmware changes wait for the VM to be stopped (ResizeRequiresPowerOff otherwise);
+// disks only grow (DiskShrinkNotSupported otherwise).
+//
+// User data reaches the guest as a cloud-init snippet, snippets/banlieue-<uid>.yaml,
+// referenced by cicustom user=<storage>:snippets/<name>; PVE generates the meta-data and
+// network config. PVE's API cannot upload snippets, so the driver writes them through a
+// SnippetWriter (WithSnippetWriter): DirSnippetWriter for a snippets storage the provider
+// mounts, or anything else that can reach the node. Without one, a machine with user
+// data fails with a message saying so. Delete removes the snippet through the storage API.
+//
+// # Identity
+//
+// The machine's UID is in the clone's description (a line "banlieue.io/machine-uid:
+// <uid>"), set by the clone request itself, and in the tag banlieue-<uid>, added by the
+// first config update (PVE's clone takes no tags). The VM's name is "<namespace>-<name>"
+// made a DNS label of at most 63 characters (with a hash suffix when it had to change).
+// A VM is found with one /cluster/resources?type=vm call, by tag or name, and confirmed
+// by its config's description; a VM with the tag but another UID is left alone
+// (IdentityMismatch). spec.providerID is proxmox://<cluster>/<vmid>, the cluster's name
+// from /cluster/status, or the Provider's name on a standalone node. A clone in flight
+// has neither name nor description (its config holds only lock: clone), so a provider
+// that crashed after starting one cannot recognise it: Create and Delete then wait for
+// any qmclone task of the template started since the machine was created (one
+// /cluster/tasks call, made only while some VM is locked by a clone) instead of cloning
+// again or releasing the machine.
+//
+// # Power
+//
+// PoweredOn starts a stopped VM and resumes a paused one. PoweredOff is PVE's shutdown
+// with forceStop: the guest has the shutdown timeout (WithShutdownTimeout, 2 minutes by
+// default) to stop on its own, then PVE stops the VM, in one task. Suspended pauses the
+// VM in memory (a stopped VM is started first). Every PVE task is the SDK's Task with
+// the UPID as Ref, polled through Observe: running is in flight, an exit status other
+// than OK is a TaskFailed carrying PVE's message. Addresses come from the guest agent;
+// before it answers the VM is WaitingForGuest, not failed. Delete stops the VM, then
+// destroys it with purge=1 and destroy-unreferenced-disks=1.
+package proxmox

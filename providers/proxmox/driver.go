@@ -1,0 +1,99 @@
+package proxmox
+
+import (
+	"context"
+	"time"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// ProviderClass is the provider class this driver serves.
+const ProviderClass = "proxmox"
+
+// Defaults of the Driver's options.
+const (
+	// DefaultShutdownTimeout is how long a guest has to shut down before PVE stops it.
+	DefaultShutdownTimeout = 2 * time.Minute
+	// DefaultResponseTimeout bounds the wait for PVE's answer to one call, so a node that
+	// accepts connections but hangs is reported unreachable rather than blocking.
+	DefaultResponseTimeout = 2 * time.Minute
+)
+
+// SnippetWriter puts a cloud-init snippet into the snippets directory of a node's
+// storage. PVE's API cannot upload snippets (its upload takes iso, vztmpl and import
+// only), so user data reaches a node through a side channel: a storage shared with the
+// provider (DirSnippetWriter), scp, or a test simulator.
+type SnippetWriter interface {
+	// WriteSnippet writes data as snippets/<name> on storage, as node sees it.
+	WriteSnippet(ctx context.Context, node, storage, name string, data []byte) error
+}
+
+// SnippetWriterFunc adapts a function to a SnippetWriter.
+type SnippetWriterFunc func(ctx context.Context, node, storage, name string, data []byte) error
+
+// WriteSnippet calls f.
+func (f SnippetWriterFunc) WriteSnippet(ctx context.Context, node, storage, name string, data []byte) error {
+	return f(ctx, node, storage, name, data)
+}
+
+// Driver connects to Proxmox VE clusters. It implements providersdk.Driver.
+type Driver struct {
+	shutdownTimeout time.Duration
+	responseTimeout time.Duration
+	snippets        SnippetWriter
+	cloneAttempts   int
+}
+
+var _ providersdk.Driver = (*Driver)(nil)
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithShutdownTimeout sets how long a guest has to shut down on its own before PVE
+// stops the VM.
+func WithShutdownTimeout(d time.Duration) Option {
+	return func(dr *Driver) { dr.shutdownTimeout = d }
+}
+
+// WithResponseTimeout sets how long one call waits for PVE's answer.
+func WithResponseTimeout(d time.Duration) Option {
+	return func(dr *Driver) { dr.responseTimeout = d }
+}
+
+// WithSnippetWriter sets how user data reaches the nodes' snippets storage. Without
+// one, a machine with user data fails with a message saying so.
+func WithSnippetWriter(w SnippetWriter) Option { return func(dr *Driver) { dr.snippets = w } }
+
+// NewDriver returns a Driver configured by opts.
+func NewDriver(opts ...Option) *Driver {
+	d := &Driver{
+		shutdownTimeout: DefaultShutdownTimeout,
+		responseTimeout: DefaultResponseTimeout,
+		cloneAttempts:   10,
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// Connect checks the Provider's credentials against its PVE API and returns the
+// session. It fails with providersdk.Unreachable when PVE cannot be reached or its
+// certificate not verified, providersdk.Unauthorized when it rejects the credentials,
+// and providersdk.Permanent when the Provider or its Secret is incomplete.
+func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
+	s, err := d.connect(ctx, info)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// MachineKind is the infrastructure machine kind of this provider.
+var MachineKind = infrav1.GroupVersion.WithKind("ProxmoxMachine")
+
+// Config describes the Proxmox provider to providersdk.Setup, with a Driver made from opts.
+func Config(opts ...Option) providersdk.Config {
+	return providersdk.Config{Class: ProviderClass, MachineKind: MachineKind, Driver: NewDriver(opts...), StatusBlock: "proxmox"}
+}

@@ -1,0 +1,206 @@
+package proxmox
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/luthermonson/go-proxmox"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// Keys of the credentials Secret: either an API token or a user and password.
+const (
+	// TokenIDKey is the Secret key holding an API token's ID, user@realm!name.
+	TokenIDKey = "tokenID"
+	// TokenSecretKey is the Secret key holding the API token's secret.
+	TokenSecretKey = "tokenSecret"
+	// UsernameKey is the Secret key holding a user name, user@realm.
+	UsernameKey = "username"
+	// PasswordKey is the Secret key holding the user's password.
+	PasswordKey = "password"
+)
+
+// Keys of the Provider's spec.parameters this driver reads.
+const (
+	// ParamSnippetsStorage names the storage that holds cloud-init snippets.
+	ParamSnippetsStorage = "snippetsStorage"
+	// ParamPool is the resource pool new VMs join.
+	ParamPool = "pool"
+	// ParamNode limits the failure domains to these comma-separated nodes.
+	ParamNode = "node"
+)
+
+// session is one authenticated client of a PVE cluster: the providersdk.Client of a
+// Provider.
+type session struct {
+	driver *Driver
+	api    *proxmox.Client
+	http   *http.Client
+
+	// host is the API's host:port, for messages; secretRef is the credentials Secret's
+	// "<namespace>/<name>".
+	host      string
+	secretRef string
+	// cluster is the cluster's name, or the Provider's for a standalone node.
+	cluster string
+
+	nodes           []string
+	snippetsStorage string
+	pool            string
+	storageClasses  []classTarget
+	networkClasses  []classTarget
+	features        []string
+}
+
+var _ providersdk.Client = (*session)(nil)
+
+// classTarget is a storage or network class and its backend objects.
+type classTarget struct {
+	name   string
+	target map[string]string
+}
+
+// connect builds the session for info and checks it with one call that also tells the
+// cluster's name.
+func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*session, error) {
+	p := info.Provider
+	if p == nil {
+		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "the Provider is missing")
+	}
+	u, err := endpointURL(p.Spec.Connection.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	secretRef := p.Namespace + "/<none>"
+	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
+		secretRef = p.Namespace + "/" + ref.Name
+	}
+	auth, err := credentials(info.Credentials, secretRef)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = d.responseTimeout
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	switch {
+	case p.Spec.Connection.InsecureSkipTLSVerify:
+		tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // asked for by the Provider, for test backends
+	case len(info.CABundle) > 0:
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(info.CABundle) {
+			return nil, providersdk.Permanent(infrav1.MachineFailedReason, "spec.connection.caBundle holds no PEM certificate")
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	hc := &http.Client{Transport: &countingTransport{next: tr, base: u.Path}}
+	s := &session{
+		driver:          d,
+		http:            hc,
+		api:             proxmox.NewClient(u.String(), proxmox.WithHTTPClient(hc), auth),
+		host:            u.Host,
+		secretRef:       secretRef,
+		snippetsStorage: p.Spec.Parameters[ParamSnippetsStorage],
+		pool:            p.Spec.Parameters[ParamPool],
+		features:        p.Spec.Capabilities.Features,
+	}
+	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			s.nodes = append(s.nodes, n)
+		}
+	}
+	for _, c := range p.Spec.Capabilities.StorageClasses {
+		s.storageClasses = append(s.storageClasses, classTarget{name: c.Name, target: c.Target})
+	}
+	for _, c := range p.Spec.Capabilities.NetworkClasses {
+		s.networkClasses = append(s.networkClasses, classTarget{name: c.Name, target: c.Target})
+	}
+	if s.cluster, err = s.clusterName(ctx, p.Name); err != nil {
+		tr.CloseIdleConnections()
+		return nil, err
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Connected to Proxmox VE", "endpoint", u.String(), "cluster", s.cluster)
+	return s, nil
+}
+
+// clusterName reads /cluster/status: the cluster's name, or fallback on a standalone
+// node, which has no cluster entry.
+func (s *session) clusterName(ctx context.Context, fallback string) (string, error) {
+	var status []struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if err := s.get(ctx, "/cluster/status", nil, &status); err != nil {
+		return "", err
+	}
+	for _, e := range status {
+		if e.Type == "cluster" && e.Name != "" {
+			return e.Name, nil
+		}
+	}
+	return fallback, nil
+}
+
+// Disconnect closes the session's idle connections. API tokens have no session to end,
+// and a ticket simply expires.
+func (s *session) Disconnect(context.Context) error {
+	s.http.CloseIdleConnections()
+	return nil
+}
+
+// endpointURL parses a PVE endpoint: a URL, or a bare host[:port], to which https://,
+// port 8006 and /api2/json are added as needed.
+func endpointURL(endpoint string) (*url.URL, error) {
+	endpoint = strings.TrimSpace(endpoint)
+	if endpoint == "" {
+		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "spec.connection.endpoint is empty")
+	}
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "https://" + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, providersdk.Permanent(infrav1.MachineFailedReason,
+			"spec.connection.endpoint %q is not a Proxmox VE URL such as https://pve.example.com:8006/api2/json", endpoint)
+	}
+	if u.Scheme != "https" {
+		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "spec.connection.endpoint %q must be an https URL", endpoint)
+	}
+	if u.Port() == "" {
+		u.Host += ":8006"
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	if u.Path == "" {
+		u.Path = "/api2/json"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u, nil
+}
+
+// credentials reads an API token, or else a user and password, from the Secret's data.
+// Errors name the missing key, never a value.
+func credentials(data map[string][]byte, secretRef string) (proxmox.Option, error) {
+	keys := []string{UsernameKey, PasswordKey}
+	if len(data[TokenIDKey]) > 0 || len(data[TokenSecretKey]) > 0 {
+		keys = []string{TokenIDKey, TokenSecretKey}
+	}
+	for _, k := range keys {
+		if len(data[k]) == 0 {
+			return nil, providersdk.Permanent(infrav1.MachineFailedReason,
+				"credentials Secret %s has no %q key (it needs %q and %q, or %q and %q)",
+				secretRef, k, TokenIDKey, TokenSecretKey, UsernameKey, PasswordKey)
+		}
+	}
+	if keys[0] == TokenIDKey {
+		return proxmox.WithAPIToken(string(data[TokenIDKey]), string(data[TokenSecretKey])), nil
+	}
+	return proxmox.WithCredentials(&proxmox.Credentials{
+		Username: string(data[UsernameKey]), Password: string(data[PasswordKey]),
+	}), nil
+}

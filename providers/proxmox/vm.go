@@ -1,0 +1,279 @@
+package proxmox
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// Identity of a machine's VM.
+const (
+	// TagPrefix starts the tag that holds the machine's UID on its VM: banlieue-<uid>.
+	TagPrefix = "banlieue-"
+	// DescriptionUIDKey starts the description line that holds the machine's UID, set by
+	// the clone itself, so the VM carries the UID from the moment its config is written.
+	DescriptionUIDKey = "banlieue.io/machine-uid: "
+	// descriptionUserData starts the description line naming the user-data snippet.
+	descriptionUserData = "banlieue.io/user-data: "
+	// maxVMName is the longest VM name: PVE names are DNS names, and one label is the
+	// most a guest's host name can take.
+	maxVMName = 63
+)
+
+// resource is a guest as /cluster/resources?type=vm lists it.
+type resource struct {
+	VMID     int    `json:"vmid"`
+	Node     string `json:"node"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Status   string `json:"status"`
+	Tags     string `json:"tags"`
+	Lock     string `json:"lock"`
+	Template int    `json:"template"`
+}
+
+// vmState is what a lookup found of a VM: its resource entry and its config.
+type vmState struct {
+	resource
+	conf config
+}
+
+// config is a VM's config, every value as a string, as the config file holds it.
+type config map[string]string
+
+// UnmarshalJSON reads PVE's typed config answer (integers for booleans and counts).
+func (c *config) UnmarshalJSON(b []byte) error {
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := config{}
+	for k, v := range raw {
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case float64:
+			out[k] = strconv.FormatFloat(v, 'f', -1, 64)
+		case nil:
+		default:
+			out[k] = fmt.Sprint(v)
+		}
+	}
+	*c = out
+	return nil
+}
+
+// guests lists every guest of the cluster in one call.
+func (s *session) guests(ctx context.Context) ([]resource, error) {
+	var all []resource
+	if err := s.get(ctx, "/cluster/resources", map[string]string{"type": "vm"}, &all); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(r resource) bool { return r.Type != "" && r.Type != "qemu" }), nil
+}
+
+// findVM finds the machine's VM: a guest with its tag or its name, confirmed by the UID
+// in its description. It returns nil when there is none.
+func (s *session) findVM(ctx context.Context, m *providersdk.Machine) (*vmState, error) {
+	all, err := s.guests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.findIn(ctx, all, m)
+}
+
+// findIn is findVM on a guest list already read.
+func (s *session) findIn(ctx context.Context, all []resource, m *providersdk.Machine) (*vmState, error) {
+	tag, name := TagPrefix+string(m.UID), vmName(m.Namespace, m.Name)
+	for _, r := range all {
+		if r.Template == 1 || (!slices.Contains(splitTags(r.Tags), tag) && r.Name != name) {
+			continue
+		}
+		conf, err := s.config(ctx, r.Node, r.VMID)
+		if err != nil {
+			return nil, err
+		}
+		if conf == nil || descriptionUID(conf["description"]) != string(m.UID) {
+			if slices.Contains(splitTags(r.Tags), tag) && conf != nil {
+				return nil, providersdk.Permanent(infrav1.MachineIdentityMismatchReason,
+					"VM %d (%s) has this machine's tag %s but its description does not name the machine's UID; it is left alone", r.VMID, r.Name, tag)
+			}
+			continue // another VM with the name: PVE names need not be unique
+		}
+		return &vmState{resource: r, conf: conf}, nil
+	}
+	return nil, nil
+}
+
+// config reads a VM's config; nil when the VM is gone.
+func (s *session) config(ctx context.Context, node string, vmid int) (config, error) {
+	var conf config
+	if err := s.get(ctx, vmPath(node, vmid, "config"), nil, &conf); err != nil {
+		if notFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return conf, nil
+}
+
+// splitTags splits PVE's tag list, which separates with ';' (or ',' and spaces).
+func splitTags(tags string) []string {
+	return strings.FieldsFunc(tags, func(r rune) bool { return r == ';' || r == ',' || r == ' ' })
+}
+
+// description is a new VM's description: who made it, the machine's UID and the
+// user-data snippet, if any. PVE shows it in the VM's notes.
+func description(m *providersdk.Machine, snippet string) string {
+	d := fmt.Sprintf("Managed by banlieue: ProxmoxMachine %s/%s.\n%s%s\n", m.Namespace, m.Name, DescriptionUIDKey, m.UID)
+	if snippet != "" {
+		d += descriptionUserData + snippet + "\n"
+	}
+	return d
+}
+
+// descriptionValue reads the value of a line of a description that starts with key.
+func descriptionValue(desc, key string) string {
+	for _, line := range strings.Split(desc, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// descriptionUID reads the machine UID from a description.
+func descriptionUID(desc string) string { return descriptionValue(desc, DescriptionUIDKey) }
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// vmName is the machine's VM name: "<namespace>-<name>" made a DNS label (lowercase,
+// other characters replaced by '-', at most 63 characters with a hash of the whole
+// name when cut), so that two machines never share a name.
+func vmName(namespace, name string) string {
+	full := namespace + "-" + name
+	n := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(full), "-"), "-")
+	if len(n) <= maxVMName && n == strings.ToLower(full) {
+		return n
+	}
+	sum := sha256.Sum256([]byte(full))
+	return strings.Trim(n[:min(len(n), maxVMName-9)], "-") + "-" + hex.EncodeToString(sum[:4])
+}
+
+// driveKeys are the config keys of a VM's disks in bus order, CD-ROMs (and cloud-init
+// drives) excepted.
+func (c config) diskKeys() []string {
+	var out []string
+	for _, bus := range []string{"scsi", "virtio", "sata", "ide"} {
+		for i := range 31 {
+			k := bus + strconv.Itoa(i)
+			if v, ok := c[k]; ok && !isCDROM(v) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// nicKeys are the config keys of a VM's NICs in order: net0, net1…
+func (c config) nicKeys() []string {
+	var out []string
+	for i := range 32 {
+		if _, ok := c["net"+strconv.Itoa(i)]; ok {
+			out = append(out, "net"+strconv.Itoa(i))
+		}
+	}
+	return out
+}
+
+// isCDROM reports whether a drive is a CD-ROM or a cloud-init drive.
+func isCDROM(drive string) bool {
+	p := parseProperty(drive)
+	return p.opts["media"] == "cdrom" || p.first == "none" || p.first == "cdrom" || strings.Contains(p.first, "cloudinit")
+}
+
+// property is a parsed PVE property string: a first value (a drive's volume, a NIC's
+// model=MAC), then key=value options in their order.
+type property struct {
+	first string
+	keys  []string
+	opts  map[string]string
+}
+
+func parseProperty(s string) property {
+	p := property{opts: map[string]string{}}
+	for i, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if i == 0 && (!ok || k == "file" || isNICModel(k)) {
+			p.first = part
+			if k == "file" {
+				p.first = v
+			}
+			continue
+		}
+		if ok {
+			p.set(k, v)
+		}
+	}
+	return p
+}
+
+// set sets an option, keeping the options' order.
+func (p *property) set(k, v string) {
+	if _, ok := p.opts[k]; !ok {
+		p.keys = append(p.keys, k)
+	}
+	p.opts[k] = v
+}
+
+// String prints the property string.
+func (p property) String() string {
+	parts := []string{p.first}
+	for _, k := range p.keys {
+		parts = append(parts, k+"="+p.opts[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// isNICModel reports whether k is a NIC model, which carries the MAC as its value.
+func isNICModel(k string) bool {
+	return slices.Contains([]string{"virtio", "e1000", "e1000e", "rtl8139", "vmxnet3"}, k)
+}
+
+// diskGiB is a drive's size in GiB, rounded up; 0 when unknown.
+func diskGiB(drive string) int64 {
+	size := parseProperty(drive).opts["size"]
+	if size == "" {
+		return 0
+	}
+	unit := size[len(size)-1]
+	n, err := strconv.ParseFloat(strings.TrimRight(size, "KMGT"), 64)
+	if err != nil {
+		return 0
+	}
+	shift := map[byte]float64{'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 << 40}[unit]
+	if shift == 0 {
+		shift = 1
+	}
+	bytes := n * shift
+	return int64((bytes + (1<<30 - 1)) / (1 << 30))
+}
+
+// storageOf is the storage of a drive's volume.
+func storageOf(drive string) string {
+	sid, _, _ := strings.Cut(parseProperty(drive).first, ":")
+	return sid
+}
+
+// first returns the first non-empty string.
+func first(s ...string) string { return cmp.Or(s...) }

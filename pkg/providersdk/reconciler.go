@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,17 @@ type Reconciler struct {
 	guest       workqueue.TypedRateLimiter[types.UID]
 	readerSet   bool
 	sessionsSet bool
+
+	holdsMu sync.Mutex
+	holds   map[types.UID]hold
+}
+
+// hold keeps a machine whose backend task failed from being retried before its backoff
+// has passed, whatever event wakes it (its own status write does), unless its spec
+// changes.
+type hold struct {
+	until      time.Time
+	generation int64
 }
 
 // Option configures a Reconciler.
@@ -125,6 +137,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		finalizer:   gvk.Group + "/" + strings.ToLower(gvk.Kind),
 		callTimeout: DefaultCallTimeout,
 		workers:     10,
+		holds:       map[types.UID]hold{},
 		inFlight:    workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, time.Minute),
 		unreachable: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Second, 5*time.Minute),
 	}
@@ -230,6 +243,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
+	if !deleting {
+		if wait := r.held(s.machine); wait > 0 {
+			log.V(4).Info("Waiting before retrying a failed task", "after", wait.String())
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
 	err = withBackend(ctx, r.callTimeout, func(ctx context.Context) error {
 		cl, err := r.sessions.Connect(ctx, p)
 		if err != nil {
@@ -402,7 +421,11 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 		return ctrl.Result{}, nil
 	case errors.As(err, &inFlight):
 		r.unreachable.Forget(uid)
-		s.setTask(inFlight.Task)
+		// A wait without a task reference (the backend is busy with something the driver
+		// found, not started) keeps the task already recorded: it is the one to poll.
+		if inFlight.Task.InFlight() {
+			s.setTask(inFlight.Task)
+		}
 		s.ready(metav1.ConditionFalse, taskReason(inFlight.Task.Operation), inFlight.Task.Operation+" in progress")
 		return ctrl.Result{RequeueAfter: r.inFlight.When(uid)}, nil
 	case errors.As(err, &taskFailed):
@@ -410,7 +433,9 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 		r.inFlight.Forget(uid)
 		s.setTask(Task{})
 		s.ready(metav1.ConditionFalse, infrav1.MachineTaskFailedReason, taskFailed.Error())
-		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
+		after := r.unreachable.When(uid)
+		r.hold(s.machine, after)
+		return ctrl.Result{RequeueAfter: after}, nil
 	case errors.As(err, &unreach):
 		r.sessions.Forget(ctx, p.UID)
 		s.ready(metav1.ConditionFalse, infrav1.MachineBackendUnreachableReason, unreach.Error())
@@ -488,8 +513,33 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, u *unstructured.Unstru
 	r.inFlight.Forget(u.GetUID())
 	r.unreachable.Forget(u.GetUID())
 	r.guest.Forget(u.GetUID())
+	r.holdsMu.Lock()
+	delete(r.holds, u.GetUID())
+	r.holdsMu.Unlock()
 	if err := r.client.Patch(ctx, u, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("failed to remove finalizer: %w", err))
 	}
 	return nil
+}
+
+// hold keeps m from being retried for d.
+func (r *Reconciler) hold(m *Machine, d time.Duration) {
+	r.holdsMu.Lock()
+	defer r.holdsMu.Unlock()
+	r.holds[m.UID] = hold{until: time.Now().Add(d), generation: m.Generation}
+}
+
+// held returns how long m must still wait before it is retried; 0 when it need not.
+func (r *Reconciler) held(m *Machine) time.Duration {
+	r.holdsMu.Lock()
+	defer r.holdsMu.Unlock()
+	h, ok := r.holds[m.UID]
+	if !ok {
+		return 0
+	}
+	if wait := time.Until(h.until); wait > 0 && h.generation == m.Generation {
+		return wait
+	}
+	delete(r.holds, m.UID)
+	return 0
 }

@@ -440,3 +440,69 @@ func TestDeletionWaitsForACreateInFlightBeforeTrustingNotFound(t *testing.T) {
 		t.Errorf("the machine is still there after its VM was gone: finalizers %v", got.Finalizers)
 	}
 }
+
+func TestAWaitWithoutATaskReferenceKeepsTheRecordedTask(t *testing.T) {
+	e := newEnv(t)
+	calls := 0
+	d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{CreateFn: func(context.Context, *providersdk.Machine) (providersdk.CreateResult, error) {
+			calls++
+			if calls == 1 {
+				return providersdk.CreateResult{Task: providersdk.Task{Ref: "UPID:pve1:1", Operation: providersdk.OperationClone}}, nil
+			}
+			// A later reconcile finds the clone busy but not which task it is.
+			return providersdk.CreateResult{}, providersdk.InFlight(providersdk.OperationClone, "")
+		}}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, d, providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web")
+	e.mustReconcile(r, m)
+	e.mustReconcile(r, m)
+	got := e.get(m)
+	if got.Status.Task == nil || got.Status.Task.Ref != "UPID:pve1:1" {
+		t.Errorf("status.task = %+v, want the clone's task UPID:pve1:1 kept", got.Status.Task)
+	}
+}
+
+func TestAFailedTaskIsRetriedOnlyAfterItsBackoffUnlessTheSpecChanges(t *testing.T) {
+	e := newEnv(t)
+	creates := 0
+	failed := providersdk.Task{Ref: "task-1", Operation: providersdk.OperationClone}
+	d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{
+			ObserveFn: func(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+				if m.Task.InFlight() {
+					return providersdk.Observation{}, providersdk.TaskFailed(m.Task, "storage is full")
+				}
+				return providersdk.Observation{}, nil
+			},
+			CreateFn: func(context.Context, *providersdk.Machine) (providersdk.CreateResult, error) {
+				creates++
+				return providersdk.CreateResult{Task: failed}, nil
+			},
+		}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, d, providersdk.WithFinalizer(provider.Finalizer), providersdk.WithUnreachableBackoff(time.Hour, time.Hour))
+	m := e.machine("web")
+	e.mustReconcile(r, m) // Create starts the task
+	if res := e.mustReconcile(r, m); res.RequeueAfter != time.Hour {
+		t.Fatalf("requeue after %v, want the hour of backoff", res.RequeueAfter)
+	}
+	e.mustReconcile(r, m) // woken by its own status write
+	if creates != 1 {
+		t.Fatalf("creates = %d, want 1: the failed task was retried before its backoff", creates)
+	}
+	if diff := cmp.Diff(ready{"False", infrav1.MachineTaskFailedReason, "backend clone task failed: storage is full"}, readyOf(e.get(m))); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+
+	got := e.get(m)
+	got.Spec.Hardware.CPUs = 4 // the user changes the machine: no more waiting
+	if err := k8s.Update(e.ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(r, m)
+	if creates != 2 {
+		t.Errorf("creates = %d after a spec change, want 2", creates)
+	}
+}

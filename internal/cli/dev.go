@@ -24,8 +24,9 @@ func newDevCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Run a local control plane with banlieue and simulated backends, ready for kubectl apply",
 		Long: "dev starts etcd and kube-apiserver from the envtest assets, installs banlieue's CRDs,\n" +
-			"starts a simulated vCenter, runs the core controller and the vSphere provider, creates a\n" +
-			"Provider for the simulator (infra/vcenter-dc1) and writes an admin kubeconfig to\n" +
+			"starts a simulated vCenter and Proxmox VE cluster, runs the core controller and their\n" +
+			"providers, creates a Provider for each simulator (infra/vcenter-dc1, infra/pve-edge)\n" +
+			"and writes an admin kubeconfig to\n" +
 			"<dir>/kubeconfig. Ctrl-C stops everything.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
@@ -52,9 +53,9 @@ func newDevCommand() *cobra.Command {
 			if err := setupCore(cmd.Context(), mgr); err != nil {
 				return err
 			}
-			for class, config := range builtinProviders() {
-				if err := providersdk.Setup(mgr, config()); err != nil {
-					return fmt.Errorf("failed to set up the %s provider: %w", class, err)
+			for _, config := range backends.ProviderConfigs() {
+				if err := providersdk.Setup(mgr, config); err != nil {
+					return fmt.Errorf("failed to set up the %s provider: %w", config.Class, err)
 				}
 			}
 			done := make(chan error, 1)
@@ -66,9 +67,9 @@ func newDevCommand() *cobra.Command {
 				return errors.Join(err, <-done)
 			}
 			fmt.Printf("banlieue dev: ready in %s\n\n"+
-				"Backends:\n  vsphere  infra/vcenter-dc1 -> simulated vCenter at %s\n\n"+
+				"Backends:\n  vsphere  infra/vcenter-dc1 (env=prod) -> simulated vCenter at %s\n  proxmox  infra/pve-edge (env=edge)   -> simulated Proxmox VE at %s\n\n"+
 				"Next:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl apply -f examples/\n  kubectl get vm -w\n\nCtrl-C stops everything.\n",
-				time.Since(start).Round(100*time.Millisecond), backends.VSphere.URL, env.Kubeconfig, env.Kubectl)
+				time.Since(start).Round(100*time.Millisecond), backends.VSphere.URL, backends.Proxmox.URL, env.Kubeconfig, env.Kubectl)
 			return <-done
 		},
 	}

@@ -9,20 +9,36 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/vsphere"
 )
 
+// providerFlags are the flags of the built-in providers that take any.
+type providerFlags struct {
+	proxmoxSnippetsDir string
+}
+
 // builtinProviders are the provider classes the banlieue binary serves. They are wired
 // here, explicitly; a third-party provider builds its own binary on providersdk.Setup.
-func builtinProviders() map[string]func() providersdk.Config {
+func builtinProviders(f *providerFlags) map[string]func() providersdk.Config {
 	return map[string]func() providersdk.Config{
 		vsphere.ProviderClass: func() providersdk.Config { return vsphere.Config() },
+		proxmox.ProviderClass: func() providersdk.Config {
+			var opts []proxmox.Option
+			if f.proxmoxSnippetsDir != "" {
+				opts = append(opts, proxmox.WithSnippetWriter(proxmox.DirSnippetWriter(f.proxmoxSnippetsDir)))
+			}
+			return proxmox.Config(opts...)
+		},
 	}
 }
 
 func newProviderCommand() *cobra.Command {
-	var mf managerFlags
-	classes := slices.Sorted(maps.Keys(builtinProviders()))
+	var (
+		mf managerFlags
+		pf providerFlags
+	)
+	classes := slices.Sorted(maps.Keys(builtinProviders(&pf)))
 	cmd := &cobra.Command{
 		Use:       "provider <class>",
 		Short:     "Run a provider controller: turn one class's infrastructure machines into backend VMs",
@@ -30,7 +46,7 @@ func newProviderCommand() *cobra.Command {
 		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		ValidArgs: classes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			config := builtinProviders()[args[0]]
+			config := builtinProviders(&pf)[args[0]]
 			mgr, err := mf.newManager("banlieue-provider-" + args[0] + ".banlieue.io")
 			if err != nil {
 				return err
@@ -42,5 +58,6 @@ func newProviderCommand() *cobra.Command {
 		},
 	}
 	mf.bind(cmd.Flags())
+	cmd.Flags().StringVar(&pf.proxmoxSnippetsDir, "proxmox-snippets-dir", "", "proxmox: where the nodes' snippets storages are mounted (<dir>/<storage>/snippets), for cloud-init user-data")
 	return cmd
 }

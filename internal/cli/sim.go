@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/banlieue/banlieue/internal/devenv"
+	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
 	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
 )
 
@@ -16,7 +17,7 @@ func newSimCommand() *cobra.Command {
 		Use:   "sim",
 		Short: "Run a backend simulator on loopback, to try banlieue without a datacenter",
 	}
-	cmd.AddCommand(newSimVSphereCommand())
+	cmd.AddCommand(newSimVSphereCommand(), newSimProxmoxCommand())
 	return cmd
 }
 
@@ -58,5 +59,49 @@ func newSimVSphereCommand() *cobra.Command {
 	f.StringVar(&o.Username, "username", vspheresim.DefaultUsername, "User name the simulator accepts")
 	f.StringVar(&o.Password, "password", vspheresim.DefaultPassword, "Password the simulator accepts")
 	f.StringVar(&caFile, "ca-file", "vcsim-ca.pem", "Where to write the PEM certificate to verify the simulator with (caBundle)")
+	return cmd
+}
+
+func newSimProxmoxCommand() *cobra.Command {
+	var (
+		o      proxmoxsim.Options
+		caFile string
+	)
+	cmd := &cobra.Command{
+		Use:   "proxmox",
+		Short: "Run a simulated Proxmox VE cluster over HTTPS, with a template and guest agents that report addresses",
+		Long: "proxmox serves the Proxmox VE API (api2/json) of a simulated cluster: nodes, storages,\n" +
+			"bridges, a template, QEMU VMs, tasks with UPIDs and guest agents, for banlieue's Proxmox\n" +
+			"provider and go-proxmox. It prints an API token, writes its CA certificate, and prints a\n" +
+			"Secret and a Provider for it. Snippets (cloud-init user-data) cannot be uploaded\n" +
+			"through PVE's API; the simulator keeps them in memory.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := proxmoxsim.Start(o)
+			if err != nil {
+				return err
+			}
+			defer s.Stop()
+			if err := os.WriteFile(caFile, s.CACert, 0o644); err != nil {
+				return fmt.Errorf("failed to write the CA certificate: %w", err)
+			}
+			manifest, err := devenv.Manifest(devenv.ProxmoxObjects(s)...)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("Proxmox VE simulator: %s\n  API token: %s=%s\n  user: %s / %s\n  CA certificate: %s\n\n"+
+				"A Secret and a Provider for it, in namespace %s (kubectl apply -f -):\n\n%s\nCtrl-C stops it.\n",
+				s.URL, s.TokenID, s.TokenSecret, s.Username, s.Password, caFile, devenv.ProviderNamespace, manifest)
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Addr, "addr", "127.0.0.1:8006", "Address to serve on (loopback)")
+	f.StringSliceVar(&o.Nodes, "nodes", []string{"pve1", "pve2"}, "Node names; the first serves the API and holds the templates")
+	f.StringSliceVar(&o.Bridges, "bridges", []string{"vmbr0", "vmbr1"}, "Linux bridges every node has")
+	f.DurationVar(&o.GuestAgentDelay, "guest-agent-delay", time.Second, "How long after start a guest agent answers; negative: never")
+	f.DurationVar(&o.TaskDelay, "task-delay", 200*time.Millisecond, "How long a task (clone, start, …) runs")
+	f.StringVar(&caFile, "ca-file", "pve-ca.pem", "Where to write the PEM certificate to verify the simulator with (caBundle)")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package devenv
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +14,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox"
+	"github.com/banlieue/banlieue/providers/vsphere"
+	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
 	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
 )
 
@@ -24,6 +29,8 @@ const ProviderNamespace = "infra"
 type Backends struct {
 	// VSphere is the simulated vCenter.
 	VSphere *vspheresim.Simulator
+	// Proxmox is the simulated Proxmox VE cluster.
+	Proxmox *proxmoxsim.Simulator
 }
 
 // StartBackends starts the simulated backends on loopback.
@@ -32,17 +39,73 @@ func StartBackends() (*Backends, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the vCenter simulator: %w", err)
 	}
-	return &Backends{VSphere: vs}, nil
+	pve, err := proxmoxsim.Start(proxmoxsim.Options{
+		Templates:       map[string]string{"ubuntu-2204-tpl": "pve1"},
+		Bridges:         []string{"vmbr0", "vmbr1"},
+		GuestAgentDelay: time.Second,
+		TaskDelay:       200 * time.Millisecond,
+	})
+	if err != nil {
+		vs.Stop()
+		return nil, fmt.Errorf("failed to start the Proxmox VE simulator: %w", err)
+	}
+	return &Backends{VSphere: vs, Proxmox: pve}, nil
 }
 
 // Stop stops the simulated backends.
-func (b *Backends) Stop() { b.VSphere.Stop() }
+func (b *Backends) Stop() {
+	b.VSphere.Stop()
+	b.Proxmox.Stop()
+}
+
+// ProviderConfigs are the providers that serve the simulated backends. The Proxmox
+// provider writes user-data snippets straight into the simulator, as an administrator's
+// shared snippets storage would receive them.
+func (b *Backends) ProviderConfigs() []providersdk.Config {
+	snippets := proxmox.SnippetWriterFunc(func(_ context.Context, node, storage, name string, data []byte) error {
+		return b.Proxmox.WriteSnippet(node, storage, name, data)
+	})
+	return []providersdk.Config{vsphere.Config(), proxmox.Config(proxmox.WithSnippetWriter(snippets))}
+}
 
 // Objects are the Kubernetes objects that point banlieue at the simulated backends: a
 // namespace, and a credentials Secret and a Provider for each backend.
 func (b *Backends) Objects() []client.Object {
-	return append([]client.Object{&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ProviderNamespace}}},
-		VSphereObjects(b.VSphere)...)
+	objs := []client.Object{&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ProviderNamespace}}}
+	objs = append(objs, VSphereObjects(b.VSphere)...)
+	return append(objs, ProxmoxObjects(b.Proxmox)...)
+}
+
+// ProxmoxObjects are the Secret (an API token) and the Provider (infra/pve-edge) for the
+// simulated Proxmox VE cluster pve. The Provider is labelled env=edge, so the examples'
+// VM (env=prod) lands on vSphere and moves here when its providerSelector says edge.
+func ProxmoxObjects(pve *proxmoxsim.Simulator) []client.Object {
+	ns, name := ProviderNamespace, "pve-edge"
+	return []client.Object{
+		&corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			StringData: map[string]string{"tokenID": pve.TokenID, "tokenSecret": pve.TokenSecret},
+		},
+		&banlieuev1.Provider{
+			TypeMeta:   metav1.TypeMeta{APIVersion: banlieuev1.GroupVersion.String(), Kind: "Provider"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"dc": "dc1", "env": "edge", "backend": "proxmox"}},
+			Spec: banlieuev1.ProviderSpec{
+				ProviderClassRef: banlieuev1.LocalObjectReference{Name: "proxmox"},
+				Connection: banlieuev1.Connection{
+					Endpoint:       pve.URL,
+					CredentialsRef: &banlieuev1.LocalObjectReference{Name: name},
+					CABundle:       &banlieuev1.CABundle{Inline: string(pve.CACert)},
+				},
+				Capabilities: banlieuev1.Capabilities{
+					StorageClasses: []banlieuev1.ClassMapping{{Name: "fast-ssd", Target: map[string]string{"storage": "local-lvm"}}},
+					NetworkClasses: []banlieuev1.ClassMapping{{Name: "prod-net", Target: map[string]string{"bridge": "vmbr0"}}},
+				},
+				// The template lives on pve1's local storage, which a clone cannot leave.
+				Parameters: map[string]string{"node": "pve1"},
+			},
+		},
+	}
 }
 
 // VSphereObjects are the Secret and the Provider (infra/vcenter-dc1) for the simulated

@@ -91,12 +91,17 @@ func vsphereConfig(driver providersdk.Driver) providersdk.Config {
 	}
 	c.InventoryInterval = 2 * time.Second
 	c.ImageResync = 2 * time.Second
-	c.MachineOptions = []providersdk.Option{
+	c.MachineOptions = testMachineOptions()
+	return c
+}
+
+// testMachineOptions are machine reconciler intervals short enough for tests.
+func testMachineOptions() []providersdk.Option {
+	return []providersdk.Option{
 		providersdk.WithInFlightBackoff(100*time.Millisecond, time.Second),
 		providersdk.WithUnreachableBackoff(200*time.Millisecond, 2*time.Second),
 		providersdk.WithGuestBackoff(100*time.Millisecond, time.Second, 1000),
 	}
-	return c
 }
 
 // vsphereProvider creates a Provider for the simulator vs, labelled for this test, with
@@ -152,14 +157,17 @@ func (f *fixture) class(name string, mods ...func(*banlieuev1.VMClass)) *banlieu
 	return c
 }
 
-// image creates a VMImage whose vSphere source is the template ref.
-func (f *fixture) image(name, ref string) *banlieuev1.VMImage {
+// template is an image source: the template ref of a provider class.
+func template(class, ref string) banlieuev1.ImageSource {
+	return banlieuev1.ImageSource{ProviderClass: class, Kind: banlieuev1.ImageSourceTemplate, Ref: ref}
+}
+
+// image creates a VMImage with sources.
+func (f *fixture) image(name string, sources ...banlieuev1.ImageSource) *banlieuev1.VMImage {
 	f.t.Helper()
 	img := &banlieuev1.VMImage{
 		ObjectMeta: metav1.ObjectMeta{Name: f.name(name)},
-		Spec: banlieuev1.VMImageSpec{Sources: []banlieuev1.ImageSource{
-			{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: ref},
-		}},
+		Spec:       banlieuev1.VMImageSpec{Sources: sources},
 	}
 	f.create(img)
 	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), img) })

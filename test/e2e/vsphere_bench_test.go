@@ -46,7 +46,7 @@ func BenchmarkVSphereVMsToReady(b *testing.B) {
 			c.Spec.Hardware.Disks = []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast"}}
 			c.Spec.Network.Interfaces = []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}}
 		})
-		img := f.image("ubuntu", vspheretest.TemplateName)
+		img := f.image("ubuntu", template(vsphere.ProviderClass, vspheretest.TemplateName))
 		f.eventually(img, func(g Gomega) { g.Expect(img.Status.PerProvider).NotTo(BeEmpty()) }, 30*time.Second)
 
 		callsBefore, writesBefore := backendCalls(), apiWrites(f)

@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox"
+	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
+	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
+)
+
+// startPVE starts a simulated cluster with the bridges the test classes use and guest
+// agents that answer soon after start.
+func startPVE(t *testing.T, opts ...proxmoxtest.Option) *proxmoxtest.Simulator {
+	t.Helper()
+	return proxmoxtest.Start(t, append([]proxmoxtest.Option{func(o *proxmoxsim.Options) {
+		o.Bridges = []string{proxmoxtest.Bridge, "vmbr1"}
+		o.GuestAgentDelay = 200 * time.Millisecond
+	}}, opts...)...)
+}
+
+// proxmoxConfig is the Proxmox provider with intervals short enough for tests, writing
+// user-data snippets into the simulator.
+func proxmoxConfig(pve *proxmoxtest.Simulator) providersdk.Config {
+	c := proxmox.Config(proxmox.WithSnippetWriter(pve), proxmox.WithShutdownTimeout(2*time.Second))
+	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
+	c.MachineOptions = testMachineOptions()
+	return c
+}
+
+// proxmoxProvider creates a Provider for the simulator pve, on node pve1 (where the
+// template's local storage is), with its API-token Secret.
+func (f *fixture) proxmoxProvider(pve *proxmoxtest.Simulator, mods ...func(*banlieuev1.Provider, *corev1.Secret)) *banlieuev1.Provider {
+	f.t.Helper()
+	secret := pve.TokenCredentialsSecret(f.ns, "pve")
+	p := &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pve", Labels: map[string]string{"test": f.ns}},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: proxmox.ProviderClass},
+			Connection:       pve.Connection(secret.Name),
+			Capabilities: banlieuev1.Capabilities{
+				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast", Target: map[string]string{"storage": proxmoxtest.Storage}}},
+				NetworkClasses: []banlieuev1.ClassMapping{
+					{Name: "prod", Target: map[string]string{"bridge": proxmoxtest.Bridge}},
+					{Name: "backend", Target: map[string]string{"bridge": "vmbr1"}},
+				},
+			},
+			Parameters: map[string]string{"node": proxmoxtest.Node1},
+		},
+	}
+	for _, m := range mods {
+		m(p, secret)
+	}
+	f.create(secret)
+	f.create(p)
+	return p
+}
+
+// vmid is the Proxmox VMID of the VM's machine, once the provider has reported it.
+func (f *fixture) vmid(name string) int {
+	f.t.Helper()
+	m := &infrav1.ProxmoxMachine{}
+	f.g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, m)).To(Succeed())
+		g.Expect(m.Status.Proxmox).NotTo(BeNil())
+		g.Expect(m.Status.Proxmox.VMID).NotTo(BeZero())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	return int(m.Status.Proxmox.VMID)
+}
+
+var diskSize = regexp.MustCompile(`size=(\d+G)`)
+
+func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
+	f := newFixture(t)
+	pve := startPVE(t)
+	f.startProvider(proxmoxConfig(pve))
+	p := f.proxmoxProvider(pve)
+	f.eventually(p, func(g Gomega) {
+		g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: "))
+		g.Expect(p.Status.FailureDomains).To(HaveLen(1))
+	}, 30*time.Second)
+
+	userData := "#cloud-config\nhostname: web-1\n"
+	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": userData}})
+	class := f.class("small")
+	vm := f.vm("web-1", class, f.image("ubuntu", template(proxmox.ProviderClass, proxmoxtest.TemplateName)), func(vm *banlieuev1.VirtualMachine) {
+		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+	})
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+		g.Expect(vm.Status.Addresses).NotTo(BeEmpty())
+	}, 60*time.Second)
+	id := f.vmid("web-1")
+	f.g.Expect(vm.Status.ProviderID).To(Equal(fmt.Sprintf("proxmox://%s/%d", proxmoxtest.Cluster, id)))
+
+	// The VM on the cluster is shaped as its class says, with its user-data as a snippet.
+	conf, ok := pve.VM(id)
+	f.g.Expect(ok).To(BeTrue())
+	f.g.Expect(conf).To(HaveKeyWithValue("cores", "2"))
+	f.g.Expect(conf).To(HaveKeyWithValue("memory", "2048"))
+	f.g.Expect(conf["net0"]).To(ContainSubstring("bridge=" + proxmoxtest.Bridge))
+	f.g.Expect(conf["net1"]).To(ContainSubstring("bridge=vmbr1"))
+	f.g.Expect(diskSize.FindStringSubmatch(conf["scsi0"])).To(ContainElement("20G"))
+	f.g.Expect(diskSize.FindStringSubmatch(conf["scsi1"])).To(ContainElement("5G"))
+	f.g.Expect(conf["description"]).To(ContainSubstring(string(f.machineUID("web-1"))))
+	volid := strings.TrimPrefix(conf["cicustom"], "user=")
+	snippet, ok := pve.Volume(proxmoxtest.Node1, volid)
+	f.g.Expect(ok).To(BeTrue(), "snippet %s", volid)
+	f.g.Expect(string(snippet)).To(Equal(userData))
+
+	// Power off and on.
+	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff })
+	f.eventually(vm, func(g Gomega) { g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOff)) }, 30*time.Second)
+	f.update(class, func() { class.Spec.Hardware.CPUs = 4 })
+	f.g.Eventually(func() string { c, _ := pve.VM(id); return c["cores"] }).WithTimeout(30 * time.Second).Should(Equal("4"))
+	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOn })
+	f.eventually(vm, func(g Gomega) { g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOn)) }, 30*time.Second)
+
+	// Deleting the VM leaves nothing on the cluster.
+	f.g.Expect(k8s.Delete(f.ctx, vm)).To(Succeed())
+	f.g.Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(f.ctx, client.ObjectKeyFromObject(vm), vm)) }).WithTimeout(60 * time.Second).Should(BeTrue())
+	_, ok = pve.VM(id)
+	f.g.Expect(ok).To(BeFalse(), "VM %d is still on the cluster", id)
+	_, ok = pve.Volume(proxmoxtest.Node1, volid)
+	f.g.Expect(ok).To(BeFalse(), "snippet %s is still on the node", volid)
+}
+
+func TestAProxmoxProviderSaysWhatIsWrongAndRecovers(t *testing.T) {
+	f := newFixture(t)
+	pve := startPVE(t)
+	f.startProvider(proxmoxConfig(pve))
+	p := f.proxmoxProvider(pve, func(p *banlieuev1.Provider, s *corev1.Secret) {
+		s.Data["tokenSecret"] = []byte("wrong")
+		delete(p.Spec.Parameters, "node") // every online node is a failure domain
+	})
+	f.eventually(p, func(g Gomega) {
+		g.Expect(conditionOf(p.Status.Conditions, "CredentialsValid")).To(HavePrefix("False/CredentialsRejected: "))
+	}, 30*time.Second)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pve"}}
+	f.update(secret, func() { secret.Data["tokenSecret"] = []byte(pve.TokenSecret) })
+	f.eventually(p, func(g Gomega) {
+		g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: "))
+		g.Expect(failureDomainNames(p)).To(ConsistOf(proxmoxtest.Node1, proxmoxtest.Node2))
+	}, 30*time.Second)
+
+	// A node that goes offline stops being a failure domain, and comes back with it.
+	f.g.Expect(pve.SetNodeOnline(proxmoxtest.Node2, false)).To(Succeed())
+	f.eventually(p, func(g Gomega) { g.Expect(failureDomainNames(p)).To(ConsistOf(proxmoxtest.Node1)) }, 30*time.Second)
+	f.g.Expect(pve.SetNodeOnline(proxmoxtest.Node2, true)).To(Succeed())
+	f.eventually(p, func(g Gomega) { g.Expect(failureDomainNames(p)).To(ConsistOf(proxmoxtest.Node1, proxmoxtest.Node2)) }, 30*time.Second)
+
+	// The whole API goes away, and comes back.
+	pve.Down()
+	f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "BackendReachable")).To(HavePrefix("False/Unreachable: ")) }, 30*time.Second)
+	f.g.Expect(pve.Up()).To(Succeed())
+	f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: ")) }, 30*time.Second)
+}
+
+func TestAFailedProxmoxCloneIsReportedThenRetried(t *testing.T) {
+	f := newFixture(t)
+	// A clone that takes a second, as real ones take longer, fails once.
+	pve := startPVE(t, func(o *proxmoxsim.Options) { o.TaskDelays = map[string]time.Duration{"qmclone": time.Second} })
+	pve.FailNextTask("qmclone", "storage 'local-lvm' is full")
+	c := proxmoxConfig(pve)
+	// A retry after a few seconds, so the failure is there long enough to be seen.
+	c.MachineOptions = append(c.MachineOptions, providersdk.WithUnreachableBackoff(3*time.Second, 5*time.Second))
+	f.startProvider(c)
+	f.proxmoxProvider(pve)
+	vm := f.vm("web-1", f.class("small"), f.image("ubuntu", template(proxmox.ProviderClass, proxmoxtest.TemplateName)))
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(conditionOf(vm.Status.Conditions, "InfrastructureReady")).To(And(HavePrefix("False/TaskFailed: "), ContainSubstring("storage 'local-lvm' is full")))
+	}, 30*time.Second)
+	f.eventually(vm, func(g Gomega) { g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/")) }, 60*time.Second)
+	f.g.Expect(pve.VMs()).To(HaveLen(2), "the template and the one VM")
+}
+
+func TestTwentyVMsCreatedAtOnceGetTwentyVMIDs(t *testing.T) {
+	f := newFixture(t)
+	pve := startPVE(t)
+	f.startProvider(proxmoxConfig(pve))
+	f.proxmoxProvider(pve)
+	class := f.class("tiny", func(c *banlieuev1.VMClass) {
+		c.Spec.Hardware.Disks = []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast"}}
+		c.Spec.Network.Interfaces = []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}}
+	})
+	img := f.image("ubuntu", template(proxmox.ProviderClass, proxmoxtest.TemplateName))
+	vms := make([]*banlieuev1.VirtualMachine, 20)
+	for i := range vms {
+		vms[i] = f.vm(fmt.Sprintf("vm-%02d", i), class, img)
+	}
+	ids := map[int]bool{}
+	for _, vm := range vms {
+		f.eventually(vm, func(g Gomega) { g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/")) }, 120*time.Second)
+		ids[f.vmid(vm.Name)] = true
+	}
+	f.g.Expect(ids).To(HaveLen(20), "distinct VMIDs")
+	f.g.Expect(pve.VMs()).To(HaveLen(21), "the template and the 20 VMs")
+}
+
+// failureDomainNames lists a Provider's failure domains.
+func failureDomainNames(p *banlieuev1.Provider) []string {
+	names := make([]string, 0, len(p.Status.FailureDomains))
+	for _, d := range p.Status.FailureDomains {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// machineUID is the UID of the VM's infrastructure machine, of whatever kind.
+func (f *fixture) machineUID(name string) string {
+	f.t.Helper()
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(infrav1.GroupVersion.WithKind("ProxmoxMachine"))
+	f.g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, m)).To(Succeed())
+	return string(m.UID)
+}

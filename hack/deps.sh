@@ -4,7 +4,7 @@
 # hack/envtest.sh. Provider suites add their packages (e.g. libvirt-daemon) here.
 set -euo pipefail
 
-packages=()
+packages=(libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils dnsmasq-base ovmf iptables)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

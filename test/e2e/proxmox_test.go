@@ -165,7 +165,9 @@ func TestAProxmoxProviderSaysWhatIsWrongAndRecovers(t *testing.T) {
 
 	// The whole API goes away, and comes back.
 	pve.Down()
-	f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "BackendReachable")).To(HavePrefix("False/Unreachable: ")) }, 30*time.Second)
+	f.eventually(p, func(g Gomega) {
+		g.Expect(conditionOf(p.Status.Conditions, "BackendReachable")).To(HavePrefix("False/Unreachable: "))
+	}, 30*time.Second)
 	f.g.Expect(pve.Up()).To(Succeed())
 	f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: ")) }, 30*time.Second)
 }

@@ -426,6 +426,11 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 		if inFlight.Task.InFlight() {
 			s.setTask(inFlight.Task)
 		}
+		if inFlight.Task.InFlight() && inFlight.Task.Ref != s.machine.Task.Ref {
+			// Polling backs off per task: a new task (the next step of a multi-step
+			// update, say) is looked at soon again.
+			r.inFlight.Forget(uid)
+		}
 		s.ready(metav1.ConditionFalse, taskReason(inFlight.Task.Operation), inFlight.Task.Operation+" in progress")
 		return ctrl.Result{RequeueAfter: r.inFlight.When(uid)}, nil
 	case errors.As(err, &taskFailed):

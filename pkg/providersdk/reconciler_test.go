@@ -506,3 +506,24 @@ func TestAFailedTaskIsRetriedOnlyAfterItsBackoffUnlessTheSpecChanges(t *testing.
 		t.Errorf("creates = %d after a spec change, want 2", creates)
 	}
 }
+
+func TestEachNewTaskIsPolledFromTheShortestInterval(t *testing.T) {
+	e := newEnv(t)
+	step := 0
+	d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{ObserveFn: func(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+			step++
+			// Two polls of one task, then the next task of a multi-step update.
+			return providersdk.Observation{Exists: true, Task: providersdk.Task{Ref: fmt.Sprintf("task-%d", (step+1)/2), Operation: providersdk.OperationUpdate}}, nil
+		}}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, d, providersdk.WithFinalizer(provider.Finalizer), providersdk.WithInFlightBackoff(time.Second, time.Minute))
+	m := e.machine("web")
+	var afters []time.Duration
+	for range 4 {
+		afters = append(afters, e.mustReconcile(r, m).RequeueAfter)
+	}
+	if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, time.Second, 2 * time.Second}, afters); diff != "" {
+		t.Errorf("requeue intervals (-want +got):\n%s", diff)
+	}
+}

@@ -76,6 +76,10 @@ bench-vsphere: ## 200 VMs to Ready through core and the vSphere provider against
 sim-vsphere: build ## Run a simulated vCenter on 127.0.0.1:8989 (credentials and CA are printed).
 	exec bin/banlieue sim vsphere
 
+.PHONY: sim-proxmox
+sim-proxmox: build ## Run a simulated Proxmox VE cluster on 127.0.0.1:8006 (token and CA are printed).
+	exec bin/banlieue sim proxmox
+
 .PHONY: build
 build: ## Build bin/banlieue.
 	go build -o bin/banlieue ./cmd/banlieue

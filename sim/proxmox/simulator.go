@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/banlieue/banlieue/sim/faultproxy"
+	"github.com/banlieue/banlieue/sim/simcert"
 )
 
 // Default credentials of the simulator.
@@ -121,13 +122,18 @@ func Start(o Options) (*Simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the simulator's address %q: %w", addr, err)
 	}
-	cert, caPEM, err := issueCertificates(host)
+	// A CA of this simulator's own, as two real clusters' pve-root-ca differ.
+	ca, err := simcert.NewAuthority("Proxmox Virtual Environment")
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ca.ServerCertificate(host)
 	if err != nil {
 		return nil, err
 	}
 	s := &Simulator{
 		opts:     o,
-		CACert:   caPEM,
+		CACert:   ca.PEM,
 		Username: cmp.Or(o.Username, DefaultUsername), Password: cmp.Or(o.Password, DefaultPassword),
 		TokenID: cmp.Or(o.TokenID, DefaultTokenID), TokenSecret: cmp.Or(o.TokenSecret, newUUID()),
 		secret:   make([]byte, 32),
@@ -139,8 +145,7 @@ func Start(o Options) (*Simulator, error) {
 		requests: map[string]int{},
 	}
 	_, _ = rand.Read(s.secret)
-	s.roots = x509.NewCertPool()
-	s.roots.AppendCertsFromPEM(caPEM)
+	s.roots = ca.Pool()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.routes = s.routeTable()
 	if err := s.build(o); err != nil {

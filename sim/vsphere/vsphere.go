@@ -18,6 +18,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/banlieue/banlieue/sim/faultproxy"
+	"github.com/banlieue/banlieue/sim/simcert"
 )
 
 // Default credentials of the simulator.
@@ -88,11 +89,11 @@ func Start(o Options) (*Simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the simulator's address %q: %w", addr, err)
 	}
-	ca, err := newAuthority()
+	ca, err := simcert.NewAuthority("vspheresim CA")
 	if err != nil {
 		return nil, err
 	}
-	cert, err := ca.serverCertificate(host)
+	cert, err := ca.ServerCertificate(host)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +123,8 @@ func Start(o Options) (*Simulator, error) {
 	s := &Simulator{
 		URL:      &url.URL{Scheme: "https", Host: proxy.Addr(), Path: "/sdk"},
 		Username: user, Password: password,
-		CACert: ca.pem,
-		model:  m, server: server, proxy: proxy, roots: ca.pool(), cancel: cancel,
+		CACert: ca.PEM,
+		model:  m, server: server, proxy: proxy, roots: ca.Pool(), cancel: cancel,
 	}
 	if err := s.setUp(ctx, o); err != nil {
 		s.Stop()

@@ -40,7 +40,7 @@ func pathTemplate(path string) string {
 		case prev == "content" && i >= 3:
 			segs = append(segs[:i], "{volume}")
 			i = len(segs)
-		case names[prev] != "" && !(prev == "storage" && i == 1):
+		case names[prev] != "" && (prev != "storage" || i != 1):
 			segs[i] = names[prev]
 		}
 	}

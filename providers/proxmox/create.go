@@ -76,31 +76,40 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providers
 	return providersdk.CreateResult{Task: task(upid, providersdk.OperationClone)}, nil
 }
 
-// clone allocates a VMID with /cluster/nextid and starts the clone. Two provider
-// workers (or two clients of the cluster) may be handed the same free VMID: the
-// loser's clone is refused at once ("config file already exists"), and it asks for
-// another after a short random pause. When every attempt loses, the error is returned
-// and the reconciler retries with backoff.
+// clone clones the template onto a new VMID.
 func (s *session) clone(ctx context.Context, tmpl templateRef, params map[string]any) (string, error) {
+	upid, err := s.withNewVMID(ctx, func(vmid int) (string, error) {
+		params["newid"] = vmid
+		var upid string
+		return upid, s.post(ctx, vmPath(tmpl.node, tmpl.vmid, "clone"), params, &upid)
+	})
+	if err != nil {
+		return "", s.refused("clone template "+strconv.Itoa(tmpl.vmid), err)
+	}
+	return upid, nil
+}
+
+// withNewVMID allocates a VMID with /cluster/nextid and starts a task that makes a
+// VM with it. Two provider workers (or two clients of the cluster) may be handed the
+// same free VMID: the loser's request is refused at once ("config file already
+// exists", "VM 101 already exists"), and it asks for another after a short random
+// pause. When every attempt loses, the error is returned and the caller retries later.
+func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string, error)) (string, error) {
 	var err error
 	for range s.driver.cloneAttempts {
 		var next string
 		if err = s.get(ctx, "/cluster/nextid", nil, &next); err != nil {
 			return "", err
 		}
-		params["newid"], err = strconv.Atoi(strings.TrimSpace(next))
-		if err != nil {
-			return "", providersdk.Unreachable(&causeError{msg: "Proxmox VE answered /cluster/nextid with " + strconv.Quote(next), cause: err})
+		vmid, perr := strconv.Atoi(strings.TrimSpace(next))
+		if perr != nil {
+			return "", providersdk.Unreachable(&causeError{msg: "Proxmox VE answered /cluster/nextid with " + strconv.Quote(next), cause: perr})
 		}
 		var upid string
-		err = s.post(ctx, vmPath(tmpl.node, tmpl.vmid, "clone"), params, &upid)
-		if err == nil {
-			return upid, nil
+		if upid, err = start(vmid); err == nil || !strings.Contains(message(err), "already exists") {
+			return upid, err
 		}
-		if !strings.Contains(message(err), "already exists") {
-			return "", s.refused("clone template "+strconv.Itoa(tmpl.vmid), err)
-		}
-		// Others are cloning at the same moment: let them take their VMIDs first.
+		// Others are making VMs at the same moment: let them take their VMIDs first.
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()

@@ -25,6 +25,10 @@
 //	pool             resource pool new VMs join (spec.proxmox.pool overrides it)
 //	snippetsStorage  storage that holds user-data snippets; by default the first
 //	                 storage of the VM's node with the snippets content type
+//	imageStorage     storage that Url images are downloaded to; by default the first
+//	                 storage of the import node with the import content type
+//	templateStorage  storage of imported templates' disks; by default the import
+//	                 node's first shared storage for VM images, else its first one
 //
 // A ProxmoxMachine's spec.proxmox block (infrav1.ProxmoxOptions) may also name the node
 // (overriding the failure domain) and cloneMode: full (the default) or linked (which
@@ -34,8 +38,30 @@
 // # Images
 //
 // A Template source's ref is a template's VMID ("9000") or its name (of several with
-// the name, the lowest VMID); it resolves to "<node>/<vmid>". Url sources are not
-// supported yet and report UnsupportedSource.
+// the name, the lowest VMID); it resolves to "<node>/<vmid>".
+//
+// A Url source (importFrom, or a URL in ref), and a Template source whose template is
+// missing but which has importFrom, is imported as a template, which needs a PVE release
+// whose storages offer the import content type for disk images (an 8.x release). The import goes on the first online
+// node of the node parameter (of all nodes, by name, without one) and takes a step
+// per ResolveImage call, none waiting for PVE: download-url fetches the image into
+// the import storage as import/banlieue-<image>-<key>.<ext> (key: the first 12 hex
+// digits of the checksum, else of the URL's SHA-256; ext: qcow2, raw or vmdk from the
+// URL, qcow2 for .img), and PVE verifies the checksum; then a VM on a new VMID gets
+// scsi0 imported from the file (import-from), a cloud-init drive, a virtio NIC on the
+// node's first bridge, the guest agent and a serial console; then it is converted to
+// a template. Its name is a Template source's ref, a Url source's ref when that is a
+// name, else banlieue-<image>-<first 8 digits of the key>; its description holds
+// "banlieue.io/image-uid: <VMImage UID>" and "banlieue.io/image-file: <file>", its
+// identity. Every call reads where the import stands from PVE (the template, a VM not
+// yet converted, the file in the import storage, a download task of the file running
+// on the node), so a provider that restarts carries on without downloading again; a
+// changed checksum is a new file and a new template. While it runs the image is
+// Importing with what it does; a refusal or failed task (a 404, an unreachable URL,
+// "checksum mismatch: got … != expect …", a full storage) is ImportFailed with PVE's
+// words, reported for 5 minutes and then tried again. Templates on local storage
+// clone to other nodes only when PVE allows it (see Machines): set templateStorage to
+// a shared storage for a cluster.
 //
 // # Capabilities and failure domains
 //

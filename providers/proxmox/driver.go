@@ -43,6 +43,8 @@ type Driver struct {
 	responseTimeout time.Duration
 	snippets        SnippetWriter
 	cloneAttempts   int
+	// now is the clock that times failed imports; tests move it.
+	now func() time.Time
 }
 
 var _ providersdk.Driver = (*Driver)(nil)
@@ -71,6 +73,7 @@ func NewDriver(opts ...Option) *Driver {
 		shutdownTimeout: DefaultShutdownTimeout,
 		responseTimeout: DefaultResponseTimeout,
 		cloneAttempts:   10,
+		now:             time.Now,
 	}
 	for _, o := range opts {
 		o(d)

@@ -4,19 +4,29 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
-// ResolveImage finds the image's template, by VMID or by name, with one
-// /cluster/resources call, and resolves it to "<node>/<vmid>". Only Template sources
-// are supported yet.
+// ResolveImage resolves the image to its template's "<node>/<vmid>". A Template
+// source's template is found by VMID or by name with one /cluster/resources call; when
+// it is missing and the source has importFrom, or for a Url source, the image is
+// imported as a template, one step a call (see importImage).
 func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (providersdk.ImageResult, error) {
-	if img.Source.Kind != banlieuev1.ImageSourceTemplate {
+	switch img.Source.Kind {
+	case banlieuev1.ImageSourceTemplate:
+	case banlieuev1.ImageSourceURL:
+		name := img.Source.Ref
+		if strings.Contains(name, "://") {
+			name = "" // ref is the URL
+		}
+		return s.importImage(ctx, img, name)
+	default:
 		return providersdk.ImageResult{
 			Reason:  banlieuev1.ImageUnsupportedSourceReason,
-			Message: fmt.Sprintf("Proxmox VE images are templates; source kind %s is not supported yet", img.Source.Kind),
+			Message: fmt.Sprintf("Proxmox VE images are templates, found or imported from a URL; source kind %s is not supported", img.Source.Kind),
 		}, nil
 	}
 	if img.Source.Ref == "" {
@@ -27,11 +37,17 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 		return providersdk.ImageResult{}, err
 	}
 	r, ok := findTemplate(all, img.Source.Ref)
-	if !ok {
-		return providersdk.ImageResult{
-			Reason:  banlieuev1.ImageTemplateNotFoundReason,
-			Message: fmt.Sprintf("template %q not found in Proxmox VE cluster %s", img.Source.Ref, s.cluster),
-		}, nil
+	switch {
+	case ok:
+		return providersdk.ImageResult{Ready: true, ResolvedRef: r.ref()}, nil
+	case img.Source.ImportFrom != "":
+		return s.importImage(ctx, img, img.Source.Ref)
 	}
-	return providersdk.ImageResult{Ready: true, ResolvedRef: r.Node + "/" + strconv.Itoa(r.VMID)}, nil
+	return providersdk.ImageResult{
+		Reason:  banlieuev1.ImageTemplateNotFoundReason,
+		Message: fmt.Sprintf("template %q not found in Proxmox VE cluster %s", img.Source.Ref, s.cluster),
+	}, nil
 }
+
+// ref is a template's resolved reference, "<node>/<vmid>", which machines clone.
+func (r resource) ref() string { return r.Node + "/" + strconv.Itoa(r.VMID) }

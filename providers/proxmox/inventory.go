@@ -21,11 +21,8 @@ const LabelNode = "node"
 // that node has. It reads nodes and storages in two cluster-wide calls, then each
 // node's bridges.
 func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) {
-	var nodes []struct {
-		Node   string `json:"node"`
-		Status string `json:"status"`
-	}
-	if err := s.get(ctx, "/cluster/resources", map[string]string{"type": "node"}, &nodes); err != nil {
+	nodes, err := s.clusterNodes(ctx)
+	if err != nil {
 		return providersdk.Inventory{}, err
 	}
 	var storages []struct {
@@ -38,13 +35,11 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 	}
 	out := providersdk.Inventory{FailureDomains: []banlieuev1.FailureDomain{}}
 	for _, n := range nodes {
-		if n.Status != "online" || (len(s.nodes) > 0 && !slices.Contains(s.nodes, n.Node)) {
+		if !n.online() || (len(s.nodes) > 0 && !slices.Contains(s.nodes, n.Node)) {
 			continue
 		}
-		var ifaces []struct {
-			Iface string `json:"iface"`
-		}
-		if err := s.get(ctx, "/nodes/"+n.Node+"/network", map[string]string{"type": "any_bridge"}, &ifaces); err != nil {
+		bridges, err := s.bridges(ctx, n.Node)
+		if err != nil {
 			return providersdk.Inventory{}, err
 		}
 		has := map[string]map[string]bool{targetStorage: {}, targetBridge: {}}
@@ -53,8 +48,8 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 				has[targetStorage][st.Storage] = true
 			}
 		}
-		for _, i := range ifaces {
-			has[targetBridge][i.Iface] = true
+		for _, b := range bridges {
+			has[targetBridge][b] = true
 		}
 		out.FailureDomains = append(out.FailureDomains, s.describe(n.Node, has))
 	}
@@ -90,4 +85,65 @@ func available(classes []classTarget, key string, has map[string]map[string]bool
 		}
 	}
 	return out
+}
+
+// pickStorage is param, the Provider's choice, when set, else the node's first
+// enabled storage for content (snippets, import, images) in PVE's order, shared ones
+// first when preferShared; "" when the node has none.
+func (s *session) pickStorage(ctx context.Context, node, content, param string, preferShared bool) (string, error) {
+	if param != "" {
+		return param, nil
+	}
+	var storages []struct {
+		Storage string `json:"storage"`
+		Shared  int    `json:"shared"`
+	}
+	if err := s.get(ctx, "/nodes/"+node+"/storage", map[string]string{"content": content, "enabled": "1"}, &storages); err != nil {
+		return "", s.refused("list the storages of node "+node, err)
+	}
+	if len(storages) == 0 {
+		return "", nil
+	}
+	best := storages[0]
+	for _, st := range storages {
+		if preferShared && st.Shared > best.Shared {
+			best = st
+			break
+		}
+	}
+	return best.Storage, nil
+}
+
+// bridges lists a node's Linux and OVS bridges by name.
+func (s *session) bridges(ctx context.Context, node string) ([]string, error) {
+	var ifaces []struct {
+		Iface string `json:"iface"`
+	}
+	if err := s.get(ctx, "/nodes/"+node+"/network", map[string]string{"type": "any_bridge"}, &ifaces); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ifaces))
+	for _, i := range ifaces {
+		names = append(names, i.Iface)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// clusterNode is a node as /cluster/resources lists it.
+type clusterNode struct {
+	Node   string `json:"node"`
+	Status string `json:"status"`
+}
+
+// online reports whether the cluster sees the node online.
+func (n clusterNode) online() bool { return n.Status == "online" }
+
+// clusterNodes lists the cluster's nodes in one call.
+func (s *session) clusterNodes(ctx context.Context) ([]clusterNode, error) {
+	var nodes []clusterNode
+	if err := s.get(ctx, "/cluster/resources", map[string]string{"type": "node"}, &nodes); err != nil {
+		return nil, err
+	}
+	return nodes, nil
 }

@@ -52,7 +52,10 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, _ provider
 		}
 		return providersdk.UpdateResult{}, nil
 	}
-	for _, disk := range slices.Sorted(maps.Keys(ch.grow)) {
+	// One resize task a call: the first disk to grow, in key order; the next call
+	// grows the next one.
+	if disks := slices.Sorted(maps.Keys(ch.grow)); len(disks) > 0 {
+		disk := disks[0]
 		var upid string
 		err := s.put(ctx, vmPath(vm.Node, vm.VMID, "resize"), map[string]any{"disk": disk, "size": strconv.FormatInt(ch.grow[disk], 10) + "G"}, &upid)
 		if err != nil {

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/luthermonson/go-proxmox"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -33,8 +35,15 @@ const (
 	ParamSnippetsStorage = "snippetsStorage"
 	// ParamPool is the resource pool new VMs join.
 	ParamPool = "pool"
-	// ParamNode limits the failure domains to these comma-separated nodes.
+	// ParamNode limits the failure domains to these comma-separated nodes; the first
+	// online one also receives image imports.
 	ParamNode = "node"
+	// ParamImageStorage names the storage that Url images are downloaded to; it needs
+	// the import content type.
+	ParamImageStorage = "imageStorage"
+	// ParamTemplateStorage names the storage that holds the disks of imported
+	// templates.
+	ParamTemplateStorage = "templateStorage"
 )
 
 // session is one authenticated client of a PVE cluster: the providersdk.Client of a
@@ -57,6 +66,12 @@ type session struct {
 	storageClasses  []classTarget
 	networkClasses  []classTarget
 	features        []string
+	imageStorage    string
+	templateStorage string
+
+	// importsMu guards imports, each image's import as this session knows it.
+	importsMu sync.Mutex
+	imports   map[k8stypes.UID]*importState
 }
 
 var _ providersdk.Client = (*session)(nil)
@@ -109,6 +124,9 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 		snippetsStorage: p.Spec.Parameters[ParamSnippetsStorage],
 		pool:            p.Spec.Parameters[ParamPool],
 		features:        p.Spec.Capabilities.Features,
+		imageStorage:    p.Spec.Parameters[ParamImageStorage],
+		templateStorage: p.Spec.Parameters[ParamTemplateStorage],
+		imports:         map[k8stypes.UID]*importState{},
 	}
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {
 		if n = strings.TrimSpace(n); n != "" {

@@ -39,21 +39,16 @@ func (s *session) writeUserData(ctx context.Context, m *providersdk.Machine, nod
 // snippetStorage is the Provider's snippetsStorage parameter, else the first storage of
 // the node that holds snippets.
 func (s *session) snippetStorage(ctx context.Context, node string) (string, error) {
-	if s.snippetsStorage != "" {
-		return s.snippetsStorage, nil
+	storage, err := s.pickStorage(ctx, node, "snippets", s.snippetsStorage, false)
+	if err != nil {
+		return "", err
 	}
-	var storages []struct {
-		Storage string `json:"storage"`
-	}
-	if err := s.get(ctx, "/nodes/"+node+"/storage", map[string]string{"content": "snippets", "enabled": "1"}, &storages); err != nil {
-		return "", s.refused("list the storages of node "+node, err)
-	}
-	if len(storages) == 0 {
+	if storage == "" {
 		return "", providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 			"node %s has no storage for snippets, which user data needs; add 'snippets' to a storage's content, or set the Provider's %s parameter",
 			node, ParamSnippetsStorage)
 	}
-	return storages[0].Storage, nil
+	return storage, nil
 }
 
 // deleteSnippet removes the VM's user-data snippet, named in its description, with

@@ -205,7 +205,7 @@ func atoiOr(s string, def int64) int64 {
 	return def
 }
 
-// freeKey is the first unused key prefix0, prefix1…
+// freeKey is the first unused key of prefix0, prefix1 and so on.
 func freeKey(conf config, prefix string, limit int) string {
 	for i := range limit {
 		if _, ok := conf[prefix+strconv.Itoa(i)]; !ok {

@@ -185,7 +185,7 @@ func (c config) diskKeys() []string {
 	return out
 }
 
-// nicKeys are the config keys of a VM's NICs in order: net0, net1…
+// nicKeys are the config keys of a VM's NICs in order: net0, net1 and so on.
 func (c config) nicKeys() []string {
 	var out []string
 	for i := range 32 {

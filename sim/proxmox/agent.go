@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// agentEnabled reads the agent property string: "1", "enabled=1,fstrim_cloned_disks=1"…
+// agentEnabled reads the agent property string, e.g. "1" or "enabled=1,fstrim_cloned_disks=1".
 func agentEnabled(conf map[string]string) bool {
 	p := parseProperty(conf["agent"], "enabled")
 	on, _ := parseBool(p.first)

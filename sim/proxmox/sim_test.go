@@ -42,6 +42,7 @@ func client(t *testing.T, s *Simulator, opts ...proxmox.Option) *proxmox.Client 
 // wait returns a function that waits for the task a go-proxmox call started and
 // returns how it ended.
 func wait(t *testing.T) func(*proxmox.Task, error) error {
+	t.Helper()
 	return func(task *proxmox.Task, err error) error {
 		t.Helper()
 		if err != nil {
@@ -53,6 +54,7 @@ func wait(t *testing.T) func(*proxmox.Task, error) error {
 
 // must is wait for tasks that must succeed.
 func must(t *testing.T) func(*proxmox.Task, error) {
+	t.Helper()
 	return func(task *proxmox.Task, err error) {
 		t.Helper()
 		if err := wait(t)(task, err); err != nil {

@@ -98,7 +98,7 @@ func typedValue(k, v string) any {
 func digest(conf map[string]string) string {
 	h := sha1.New()
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
-		fmt.Fprintf(h, "%s: %s\n", k, conf[k])
+		_, _ = fmt.Fprintf(h, "%s: %s\n", k, conf[k]) // a hash.Hash never fails to write
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -16,8 +16,10 @@ import (
 const (
 	// Cluster is the cluster's name.
 	Cluster = proxmoxsim.ClusterName
-	// Node1 serves the API and holds the template; Node2 is the second node.
-	Node1, Node2 = "pve1", "pve2"
+	// Node1 serves the API and holds the template.
+	Node1 = "pve1"
+	// Node2 is the second node.
+	Node2 = "pve2"
 	// Storage holds VM disks on every node (LVM-thin, not shared).
 	Storage = "local-lvm"
 	// SnippetsStorage holds snippets, ISOs and imports on every node (a directory).

@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -229,4 +234,30 @@ func (f *fixture) machineUID(name string) string {
 	m.SetGroupVersionKind(infrav1.GroupVersion.WithKind("ProxmoxMachine"))
 	f.g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, m)).To(Succeed())
 	return string(m.UID)
+}
+
+func TestAUrlImageIsImportedOnProxmoxAndAVMIsMadeFromIt(t *testing.T) {
+	f := newFixture(t)
+	pve := startPVE(t)
+	// A disk image served on loopback, as an image mirror would serve it.
+	image := bytes.Repeat([]byte("banlieue"), 4096)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(image) }))
+	t.Cleanup(srv.Close)
+	sum := sha256.Sum256(image)
+
+	f.startProvider(proxmoxConfig(pve))
+	p := f.proxmoxProvider(pve)
+	img := f.image("jammy", banlieuev1.ImageSource{
+		ProviderClass: proxmox.ProviderClass, Kind: banlieuev1.ImageSourceURL,
+		ImportFrom: srv.URL + "/jammy.qcow2", Checksum: "sha256:" + hex.EncodeToString(sum[:]),
+	})
+	f.eventually(img, func(g Gomega) {
+		row := img.ProviderStatus(p.Namespace, p.Name)
+		g.Expect(row).NotTo(BeNil())
+		g.Expect(row.Ready).To(BeTrue(), "row %+v", row)
+		g.Expect(row.ResolvedRef).To(HavePrefix(proxmoxtest.Node1 + "/"))
+	}, 60*time.Second)
+
+	vm := f.vm("web-1", f.class("small"), img)
+	f.eventually(vm, func(g Gomega) { g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/")) }, 60*time.Second)
 }

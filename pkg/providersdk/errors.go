@@ -134,3 +134,10 @@ func withBackend(ctx context.Context, timeout time.Duration, f func(context.Cont
 	}
 	return err
 }
+
+// IsClassified reports whether err already carries one of the SDK's typed errors, so a
+// driver's error mapping leaves it as it is.
+func IsClassified(err error) bool {
+	var tf *TaskFailedError
+	return IsUnreachable(err) || IsUnauthorized(err) || IsPermanent(err) || IsInFlight(err) || errors.As(err, &tf)
+}

@@ -103,7 +103,7 @@ func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string,
 		}
 		vmid, perr := strconv.Atoi(strings.TrimSpace(next))
 		if perr != nil {
-			return "", providersdk.Unreachable(&causeError{msg: "Proxmox VE answered /cluster/nextid with " + strconv.Quote(next), cause: perr})
+			return "", providersdk.Unreachable(providersdk.Explained("Proxmox VE answered /cluster/nextid with "+strconv.Quote(next), perr))
 		}
 		var upid string
 		if upid, err = start(vmid); err == nil || !strings.Contains(message(err), "already exists") {
@@ -123,7 +123,7 @@ func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string,
 // help (a missing node, storage or pool, local storage on another node, a linked
 // clone of a VM that is not a template), keeping PVE's message.
 func (s *session) refused(what string, err error) error {
-	if typed(err) {
+	if providersdk.IsClassified(err) {
 		return err
 	}
 	msg := message(err)

@@ -3,7 +3,6 @@ package proxmox
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net/http"
 	"net/url"
 	"strings"
@@ -57,6 +56,8 @@ type session struct {
 	// "<namespace>/<name>".
 	host      string
 	secretRef string
+	// endpoint names the cluster in the messages of network problems.
+	endpoint providersdk.Endpoint
 	// cluster is the cluster's name, or the Provider's for a standalone node.
 	cluster string
 
@@ -93,10 +94,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 	if err != nil {
 		return nil, err
 	}
-	secretRef := p.Namespace + "/<none>"
-	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
-		secretRef = p.Namespace + "/" + ref.Name
-	}
+	secretRef := info.SecretRef()
 	auth, err := credentials(info.Credentials, secretRef)
 	if err != nil {
 		return nil, err
@@ -107,20 +105,20 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 	switch {
 	case p.Spec.Connection.InsecureSkipTLSVerify:
 		tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // asked for by the Provider, for test backends
-	case len(info.CABundle) > 0:
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(info.CABundle) {
-			return nil, providersdk.Permanent(infrav1.MachineFailedReason, "spec.connection.caBundle holds no PEM certificate")
+	default:
+		if tr.TLSClientConfig.RootCAs, err = info.RootCAs(); err != nil {
+			return nil, err
 		}
-		tr.TLSClientConfig.RootCAs = pool
 	}
 	hc := &http.Client{Transport: &countingTransport{next: tr, base: u.Path}}
 	s := &session{
-		driver:          d,
-		http:            hc,
-		api:             proxmox.NewClient(u.String(), proxmox.WithHTTPClient(hc), auth),
-		host:            u.Host,
-		secretRef:       secretRef,
+		driver:    d,
+		http:      hc,
+		api:       proxmox.NewClient(u.String(), proxmox.WithHTTPClient(hc), auth),
+		host:      u.Host,
+		secretRef: secretRef,
+		endpoint: providersdk.Endpoint{Kind: "Proxmox VE", Host: u.Host, CAHint: "/etc/pve/pve-root-ca.pem on a node",
+			RefusedHint: " (port 8006) and that pveproxy runs"},
 		snippetsStorage: p.Spec.Parameters[ParamSnippetsStorage],
 		pool:            p.Spec.Parameters[ParamPool],
 		features:        p.Spec.Capabilities.Features,

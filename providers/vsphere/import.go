@@ -257,7 +257,7 @@ func (im *importer) download(ctx context.Context, j *importJob, u *url.URL, file
 	}
 	res, err := im.s.driver.httpClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("failed to download %s: %s", redact(u.String()), rootCause(err))
+		return fmt.Errorf("failed to download %s: %s", redact(u.String()), providersdk.RootCause(err))
 	}
 	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
@@ -288,7 +288,7 @@ func (im *importer) download(ctx context.Context, j *importJob, u *url.URL, file
 		w = io.MultiWriter(out, sum)
 	}
 	if _, err := io.Copy(w, &counter{r: res.Body, n: &j.done}); err != nil {
-		return fmt.Errorf("failed to download %s: %s", redact(u.String()), rootCause(err))
+		return fmt.Errorf("failed to download %s: %s", redact(u.String()), providersdk.RootCause(err))
 	}
 	if sum != nil {
 		if got := hex.EncodeToString(sum.Sum(nil)); !strings.EqualFold(got, hexWant) {

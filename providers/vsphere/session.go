@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"crypto/x509"
 	"net/url"
 	"reflect"
 	"strings"
@@ -39,6 +38,8 @@ type session struct {
 	endpoint string
 	// secretRef is "<namespace>/<name>" of the credentials Secret, for messages.
 	secretRef string
+	// network names vCenter in the messages of network problems.
+	network providersdk.Endpoint
 
 	params         parameters
 	storageClasses []classTarget
@@ -79,10 +80,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 	if err != nil {
 		return nil, err
 	}
-	secretRef := p.Namespace + "/<none>"
-	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
-		secretRef = p.Namespace + "/" + ref.Name
-	}
+	secretRef := info.SecretRef()
 	user, password, err := credentials(info.Credentials, secretRef)
 	if err != nil {
 		return nil, err
@@ -91,13 +89,10 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 	sc := soap.NewClient(u, p.Spec.Connection.InsecureSkipTLSVerify)
 	tr := sc.DefaultTransport()
 	tr.ResponseHeaderTimeout = d.responseTimeout
-	if len(info.CABundle) > 0 && !p.Spec.Connection.InsecureSkipTLSVerify {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(info.CABundle) {
-			return nil, providersdk.Permanent(infrav1.MachineFailedReason,
-				"spec.connection.caBundle holds no PEM certificate")
+	if !p.Spec.Connection.InsecureSkipTLSVerify {
+		if tr.TLSClientConfig.RootCAs, err = info.RootCAs(); err != nil {
+			return nil, err
 		}
-		tr.TLSClientConfig.RootCAs = pool
 	}
 
 	s := &session{
@@ -106,6 +101,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 		host:      u.Host,
 		endpoint:  u.String(),
 		secretRef: secretRef,
+		network:   providersdk.Endpoint{Kind: "vCenter", Host: u.Host, RefusedHint: " and that vCenter is running"},
 		params: parameters{
 			datacenter:   p.Spec.Parameters["datacenter"],
 			folder:       p.Spec.Parameters["folder"],

@@ -1,0 +1,125 @@
+package libvirtd
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+)
+
+// DefineDirPool defines, builds and starts a directory storage pool named name on the
+// QEMU driver, in a folder of the daemon's directory, and returns that folder.
+func (d *Daemon) DefineDirPool(name string) (string, error) {
+	dir := filepath.Join(d.Dir, "pools", name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("failed to make pool folder: %w", err)
+	}
+	x, err := (&libvirtxml.StoragePool{Type: "dir", Name: name, Target: &libvirtxml.StoragePoolTarget{Path: dir}}).Marshal()
+	if err != nil {
+		return "", err
+	}
+	return dir, d.with(func(l *libvirt.Libvirt) error {
+		p, err := l.StoragePoolDefineXML(x, 0)
+		if err != nil {
+			return fmt.Errorf("failed to define pool %s: %w", name, err)
+		}
+		if err := l.StoragePoolCreate(p, 0); err != nil {
+			return fmt.Errorf("failed to start pool %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// DefineNetwork defines and starts an isolated libvirt network named name on the QEMU
+// driver, on a new bridge. With cidr (e.g. "198.18.5.1/24", the host's address and
+// prefix; keep to 198.18.0.0/15) the host gets that address and dnsmasq serves DHCP on
+// the rest of the subnet; without, the network is a bare bridge.
+func (d *Daemon) DefineNetwork(name, bridge, cidr string) error {
+	n := &libvirtxml.Network{Name: name, Bridge: &libvirtxml.NetworkBridge{Name: bridge}}
+	if cidr != "" {
+		ip, err := networkIP(cidr)
+		if err != nil {
+			return err
+		}
+		n.IPs = []libvirtxml.NetworkIP{ip}
+	}
+	x, err := n.Marshal()
+	if err != nil {
+		return err
+	}
+	return d.with(func(l *libvirt.Libvirt) error {
+		net, err := l.NetworkDefineXML(x)
+		if err != nil {
+			return fmt.Errorf("failed to define network %s: %w", name, err)
+		}
+		if err := l.NetworkCreate(net); err != nil {
+			return fmt.Errorf("failed to start network %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// with runs f on a fresh qemu:///system connection.
+func (d *Daemon) with(f func(*libvirt.Libvirt) error) error {
+	l, err := d.Connect("qemu:///system")
+	if err != nil {
+		return fmt.Errorf("failed to connect to libvirtd: %w", err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	return f(l)
+}
+
+// networkIP is the host side of a network on cidr, with DHCP from the address after the
+// host's to the last one before the broadcast address.
+func networkIP(cidr string) (libvirtxml.NetworkIP, error) {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 29 {
+		return libvirtxml.NetworkIP{}, fmt.Errorf("network address %q is not an IPv4 host address with a prefix of at most /29", cidr)
+	}
+	host := p.Addr()
+	b := p.Masked().Addr().As4()
+	n := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	n |= 1<<(32-p.Bits()) - 1 // broadcast
+	n--
+	last := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+	return libvirtxml.NetworkIP{
+		Address: host.String(),
+		Prefix:  uint(p.Bits()),
+		DHCP:    &libvirtxml.NetworkDHCP{Ranges: []libvirtxml.NetworkDHCPRange{{Start: host.Next().String(), End: last.String()}}},
+	}, nil
+}
+
+// writeTLS writes the TLS files, picks a free loopback port and returns the lines of
+// libvirtd.conf that make the daemon listen there, verifying client certificates.
+func (d *Daemon) writeTLS() (string, error) {
+	files := map[string][]byte{"ca.pem": d.tls.CA, "server-cert.pem": d.tls.Cert, "server-key.pem": d.tls.Key}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(d.Dir, name), data, 0o600); err != nil {
+			return "", fmt.Errorf("failed to write %s: %w", name, err)
+		}
+	}
+	if d.TLSAddr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("failed to find a free port: %w", err)
+		}
+		d.TLSAddr = ln.Addr().String()
+		_ = ln.Close()
+	}
+	_, port, _ := net.SplitHostPort(d.TLSAddr)
+	return fmt.Sprintf("listen_tls = 1\nlisten_tcp = 0\nlisten_addr = \"127.0.0.1\"\ntls_port = %q\nauth_tls = \"none\"\n"+
+		"tls_no_verify_certificate = 0\nca_file = %q\ncert_file = %q\nkey_file = %q\n", port,
+		filepath.Join(d.Dir, "ca.pem"), filepath.Join(d.Dir, "server-cert.pem"), filepath.Join(d.Dir, "server-key.pem")), nil
+}
+
+// RandomSubnet returns the host address and prefix of a random /24 in 198.18.0.0/15, the
+// range reserved for benchmarks and routed nowhere, for a test network: networks are
+// host-global, so two test runs at once must not ask for the same subnet.
+func RandomSubnet() string {
+	return fmt.Sprintf("198.%d.%d.1/24", 18+rand.IntN(2), rand.IntN(256))
+}

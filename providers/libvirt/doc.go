@@ -1,0 +1,109 @@
+// Package libvirt is banlieue's libvirt backend: a providersdk.Driver that turns
+// LibvirtMachines into libvirt domains on one KVM host per Provider.
+//
+// It is the only package of banlieue that imports go-libvirt (libvirt's RPC protocol in
+// pure Go, so no libvirt C library is needed and remote hosts are reached directly) and
+// libvirtxml; the provider SDK and the controllers see nothing but the providersdk types.
+//
+// # Connection
+//
+// spec.connection.endpoint is a libvirt URI:
+//
+//	qemu:///system, test:///default      libvirtd's default socket on this machine
+//	qemu+unix:///system?socket=/path     a socket elsewhere
+//	qemu+ssh://user@host[:port]/system   SSH, then libvirtd's socket on the host (?socket= to
+//	                                     change it); the Secret holds "ssh-privatekey" and
+//	                                     "known_hosts", which is mandatory: host keys are
+//	                                     always checked (hashed names and @revoked honoured)
+//	qemu+tls://host[:port]/system        TLS to libvirtd's port 16514; the Secret holds
+//	                                     "tls.crt" and "tls.key" (the client certificate),
+//	                                     the CA comes from spec.connection.caBundle or the
+//	                                     Secret's "ca.crt", else the system roots
+//
+// Unencrypted qemu+tcp is refused. A session keeps one connection and dials again when
+// it dropped (libvirtd restarted); a call that outlives the reconcile's deadline closes
+// the connection, since go-libvirt calls take no context, and is reported unreachable.
+// Image imports use a connection of their own.
+//
+// # Provider parameters
+//
+//	pool           storage pool of disks whose storage class names none; "default"
+//	imagePool      storage pool Url images are imported into; pool's by default
+//	network        libvirt network of interfaces whose network class names none; "default"
+//	failureDomain  the failure domain's name; the host name (DNS-label safe) by default
+//
+// A LibvirtMachine's spec.libvirt (infrav1.LibvirtOptions) sets storagePool (the boot
+// disk's pool), machineType (q35 by default on QEMU/KVM: it has the SATA controller of
+// the seed CD-ROM and the SMM Secure Boot needs) and cpuMode (e.g. host-passthrough).
+//
+// # Capabilities and failure domain
+//
+// Storage class targets use the key "pool" (a storage pool's name). Network class
+// targets use "network" (a libvirt network) or "bridge" (a host bridge, for a NIC of type
+// bridge). The host is one failure domain, labelled with the Provider's labels plus
+// "host" (its host name); a class is available when its pool or network exists and is
+// active (a bridge when libvirt's interface driver lists it, or always when the host has
+// no interface driver). Features: "efi" and "efiSecureBoot" when the domain capabilities
+// offer UEFI firmware (with Secure Boot), "nestedVirtualization" when the host runs KVM on
+// a CPU with vmx or svm; features the Provider declares are passed through.
+//
+// # Identity
+//
+// A domain's UUID is its machine's UID (Kubernetes UIDs are UUIDs), and its <metadata>
+// holds a banlieue element (namespace MetadataNamespace) with the UID again, the machine's
+// namespace and name, and the volumes made for it. Lookups are by UUID, and a domain with
+// the UUID but another UID in its metadata is never touched (IdentityMismatch). libvirt
+// refuses a second domain with a UUID, so a provider killed mid-create adopts what it
+// made. The domain is named "<namespace>-<name>"; a domain of that name that is not the
+// machine's is a NameConflict.
+//
+// # Disks, seed and devices
+//
+// Volumes are named "<machine UID>-<disk name>.qcow2" in their storage class's pool. The
+// first disk is a qcow2 overlay whose backing file is the image volume (in dir, fs and
+// netfs pools) or a full copy of it (in block pools, which hold no overlays), sized by
+// the class (the image's size when the class has no disks); further disks are blank,
+// preallocated when their provisioning is thick or eagerZeroed. A machine with user data
+// gets a NoCloud seed: an ISO 9660 image (Rock Ridge and Joliet, label "cidata") built in
+// process with user-data and meta-data (instance-id = the machine's UID, local-hostname =
+// its name), uploaded through libvirt's volume upload stream as "<UID>-cidata.iso" and
+// attached as a SATA CD-ROM. Domains have virtio disks and NICs, a serial console (no
+// graphics device) and a virtio channel for the QEMU guest agent; firmware is BIOS, UEFI
+// (libvirt's firmware auto-selection) or UEFI with Secure Boot and enrolled keys (SMM on).
+// The hypervisor is KVM when the host offers it, TCG otherwise.
+//
+// # Power
+//
+// PoweredOff presses the ACPI power button and records a task "shutdown:<UUID>" that
+// Observe reports in flight while the guest runs, for the shutdown timeout (2 minutes by
+// default); then the domain is destroyed. Suspended is a managed save: memory goes to
+// disk and the domain stops, which frees the host's memory and survives host reboots
+// like a vSphere suspend; starting the domain resumes it. A paused domain is reported
+// Suspended and resumed for PoweredOn. CPUs, memory and disks change only while the
+// domain is shut off: asked of a running machine that should stay on, they are refused
+// with ResizeRequiresPowerOff; volumes only grow.
+//
+// Addresses come from the DHCP leases of the domain's MACs on its libvirt networks, then
+// from the guest agent. providerID is libvirt://<host>/<domain UUID>, with the endpoint's
+// host, or the host name for a local socket.
+//
+// # Deletion
+//
+// Delete destroys the domain, undefines it with its managed save image and NVRAM, and
+// deletes the volumes its metadata lists plus any volume in an active pool whose name
+// starts with the machine's UID (left by a create killed before it defined the domain).
+// Image volumes are never deleted.
+//
+// # Images
+//
+// A BackingFile source's ref is an existing volume, "<pool>/<volume>" or an absolute
+// path; with importFrom, a missing "<pool>/<volume>" is imported there. A Url source
+// (importFrom, else ref) is imported into the image pool as "banlieue-image-<VMImage
+// name>-<12 hex digits of the checksum's SHA-256>", so a changed checksum imports anew and
+// a finished import is found rather than repeated. An import downloads over HTTP(S) to a
+// temporary file, verifies the sha256 or sha512 checksum, uploads through libvirt's
+// stream into "<volume>.part" (qcow2 when the file starts with qcow2's magic, raw
+// otherwise), copies that to the volume and deletes it, so the volume exists only
+// complete; progress and errors (HTTP status, checksum mismatch, libvirt's errors such
+// as a full pool) are the image row's message. A failed import is retried after 5 minutes.
+package libvirt

@@ -1,0 +1,247 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"libvirt.org/go/libvirtxml"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/sim/libvirtd"
+)
+
+// Objects of the shared daemon.
+const (
+	testPool    = "default"
+	testImage   = "base.qcow2"
+	testNetwork = "bnl-net"
+	// testImageGiB is the virtual size of the test image, a blank qcow2: a domain with
+	// no bootable OS still runs, which is all these tests need.
+	testImageGiB = 1
+)
+
+var (
+	sharedOnce   sync.Once
+	sharedDaemon *libvirtd.Daemon
+	sharedErr    error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedDaemon != nil {
+		sharedDaemon.Stop()
+	}
+	os.Exit(code)
+}
+
+// daemon returns the package's libvirtd, started on first use with a directory pool
+// holding the test image and an isolated network on a random 198.18.0.0/15 subnet.
+func daemon(t *testing.T) *libvirtd.Daemon {
+	t.Helper()
+	libvirtd.Require(t)
+	sharedOnce.Do(func() {
+		sharedDaemon, sharedErr = libvirtd.Start(libvirtd.Options{})
+		if sharedErr != nil {
+			return
+		}
+		sharedErr = prepare(sharedDaemon)
+	})
+	if sharedErr != nil {
+		t.Fatalf("failed to start libvirtd: %v", sharedErr)
+	}
+	return sharedDaemon
+}
+
+// prepare makes the pool, image and network the tests use.
+func prepare(d *libvirtd.Daemon) error {
+	if _, err := d.DefineDirPool(testPool); err != nil {
+		return err
+	}
+	// A bridge name of its own per run: a run killed before its cleanup leaves its
+	// bridge behind, which must not stop the next run.
+	if err := d.DefineNetwork(testNetwork, fmt.Sprintf("bnl%x", rand.Uint32()), libvirtd.RandomSubnet()); err != nil {
+		return err
+	}
+	l, err := d.Connect("qemu:///system")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = l.Disconnect() }()
+	return createBlankImage(l, testPool, testImage, testImageGiB)
+}
+
+// createBlankImage makes a blank qcow2 volume of sizeGiB.
+func createBlankImage(l *libvirt.Libvirt, poolName, name string, sizeGiB uint64) error {
+	pool, err := l.StoragePoolLookupByName(poolName)
+	if err != nil {
+		return err
+	}
+	x, _ := (&libvirtxml.StorageVolume{
+		Name:     name,
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "GiB", Value: sizeGiB},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}},
+	}).Marshal()
+	_, err = l.StorageVolCreateXML(pool, x, 0)
+	return err
+}
+
+// provider returns a libvirt Provider for endpoint with parameters.
+func provider(endpoint string, params map[string]string) *banlieuev1.Provider {
+	return &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "kvm-1", Labels: map[string]string{"rack": "r1"}},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: ProviderClass},
+			Connection:       banlieuev1.Connection{Endpoint: endpoint},
+			Parameters:       params,
+			Capabilities: banlieuev1.Capabilities{
+				StorageClasses: []banlieuev1.ClassMapping{
+					{Name: "fast", Target: map[string]string{TargetPool: testPool}},
+					{Name: "missing", Target: map[string]string{TargetPool: "nope"}},
+				},
+				NetworkClasses: []banlieuev1.ClassMapping{
+					{Name: "lan", Target: map[string]string{TargetNetwork: testNetwork}},
+					{Name: "gone", Target: map[string]string{TargetNetwork: "nope"}},
+				},
+				Features: []string{"gpu"},
+			},
+		},
+	}
+}
+
+// connect opens a session to endpoint, closed when the test ends.
+func connect(t *testing.T, endpoint string, params map[string]string, opts ...Option) *session {
+	t.Helper()
+	ctx := t.Context()
+	s, err := NewDriver(opts...).connect(ctx, providersdk.ProviderInfo{Provider: provider(endpoint, params)})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Disconnect(context.Background()) })
+	return s
+}
+
+// machine returns a machine with a fresh UID, 1 CPU, 256 MiB, a 2 GiB boot disk on
+// the test image and one NIC, changed by muts.
+func machine(name string, muts ...func(*providersdk.Machine)) *providersdk.Machine {
+	m := &providersdk.Machine{
+		UID: types.UID(uuid.NewString()), Namespace: "team-a", Name: name,
+		Spec: infrav1.MachineSpec{
+			Image:    infrav1.MachineImage{Name: "base", Kind: banlieuev1.ImageSourceBackingFile, Ref: testPool + "/" + testImage, ResolvedRef: testPool + "/" + testImage},
+			Hardware: infrav1.MachineHardware{CPUs: 1, MemoryMiB: 256},
+			Disks:    []infrav1.MachineDisk{{Name: "root", SizeGiB: 2, StorageClass: "fast", Target: map[string]string{TargetPool: testPool}}},
+			Interfaces: []infrav1.MachineInterface{
+				{Name: "eth0", NetworkClass: "lan", Target: map[string]string{TargetNetwork: testNetwork}},
+			},
+		},
+	}
+	for _, f := range muts {
+		f(m)
+	}
+	return m
+}
+
+// eventually calls f until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// inspect runs f on a fresh qemu:///system connection of d, from outside the driver.
+func inspect(t *testing.T, d *libvirtd.Daemon, f func(l *libvirt.Libvirt)) {
+	t.Helper()
+	l, err := d.Connect("qemu:///system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	f(l)
+}
+
+// machineVolumes lists the volumes of pool whose name starts with the machine's UID.
+func machineVolumes(t *testing.T, l *libvirt.Libvirt, m *providersdk.Machine) []string {
+	t.Helper()
+	pool, err := l.StoragePoolLookupByName(testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StoragePoolRefresh(pool, 0); err != nil {
+		t.Fatal(err)
+	}
+	vols, _, err := l.StoragePoolListAllVolumes(pool, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, v := range vols {
+		if strings.HasPrefix(v.Name, string(m.UID)) {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
+// volumeXML reads the volume name of the test pool.
+func volumeXML(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.StorageVolume {
+	t.Helper()
+	vol, err := findVolume(l, volumeRef{pool: testPool, name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := l.StorageVolGetXMLDesc(vol, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &libvirtxml.StorageVolume{}
+	if err := v.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// domainsNamed counts the domains of l named name.
+func domainsNamed(t *testing.T, l *libvirt.Libvirt, name string) int {
+	t.Helper()
+	doms, _, err := l.ConnectListAllDomains(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range doms {
+		if d.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// mustObserve observes m and fails the test on error.
+func mustObserve(t *testing.T, s *session, m *providersdk.Machine) providersdk.Observation {
+	t.Helper()
+	o, err := s.Observe(t.Context(), m)
+	if err != nil {
+		t.Fatalf("observe: %v", err)
+	}
+	return o
+}

@@ -1,0 +1,172 @@
+package libvirt
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/google/go-cmp/cmp"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/sim/libvirtd"
+)
+
+// errCrash stands for a provider killed at a stage of Create.
+var errCrash = errors.New("provider killed")
+
+func TestCrashMidCreate(t *testing.T) {
+	d := daemon(t)
+	tests := []struct {
+		name  string
+		stage string
+	}{
+		{name: "killed after the volumes were made, before the domain was defined", stage: "volumes"},
+		{name: "killed after the domain was defined, before it was started", stage: "defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			m := machine("crash-" + tt.stage)
+			crashing := connect(t, d.QEMUURI(), nil)
+			crashing.driver.createHook = func(stage string) error {
+				if stage == tt.stage {
+					return errCrash
+				}
+				return nil
+			}
+			if _, err := crashing.Create(ctx, m); !errors.Is(err, errCrash) {
+				t.Fatalf("first create: %v, want the crash", err)
+			}
+			// A new process: a new driver and connection.
+			s := connect(t, d.QEMUURI(), nil)
+			if _, err := s.Create(ctx, m); err != nil {
+				t.Fatalf("create after the crash: %v", err)
+			}
+			if _, err := s.Update(ctx, m, mustObserve(t, s, m)); err != nil {
+				t.Fatalf("update after the crash: %v", err)
+			}
+			o := mustObserve(t, s, m)
+			if !o.Exists || o.PowerState != banlieuev1.PowerStatePoweredOn {
+				t.Errorf("exists %v, power %s; want a running domain", o.Exists, o.PowerState)
+			}
+			inspect(t, d, func(l *libvirt.Libvirt) {
+				if n := domainsNamed(t, l, "team-a-"+m.Name); n != 1 {
+					t.Errorf("%d domains, want 1", n)
+				}
+				if diff := cmp.Diff([]string{string(m.UID) + "-root.qcow2"}, machineVolumes(t, l, m)); diff != "" {
+					t.Errorf("volumes (-want +got):\n%s", diff)
+				}
+			})
+			if _, err := s.Delete(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestDeleteAfterCrashBeforeDefine(t *testing.T) {
+	d := daemon(t)
+	ctx := t.Context()
+	m := machine("orphan")
+	s := connect(t, d.QEMUURI(), nil)
+	s.driver.createHook = func(stage string) error { return errCrash }
+	if _, err := s.Create(ctx, m); !errors.Is(err, errCrash) {
+		t.Fatalf("create: %v", err)
+	}
+	if _, err := s.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		if vols := machineVolumes(t, l, m); len(vols) > 0 {
+			t.Errorf("volumes left: %v", vols)
+		}
+	})
+}
+
+func TestIdentityMismatch(t *testing.T) {
+	d := daemon(t)
+	ctx := t.Context()
+	m := machine("impostor")
+	s := connect(t, d.QEMUURI(), nil)
+	// Someone defines a domain with the machine's UUID but without banlieue's metadata.
+	spec := domainSpec{name: "impostor", uuid: string(m.UID), domainType: "qemu", arch: "x86_64", cpus: 1, memoryMiB: 64}
+	x, err := buildDomain(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x = stripMetadataFromDomain(t, x)
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		if _, err := l.DomainDefineXMLFlags(x, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() {
+		inspect(t, d, func(l *libvirt.Libvirt) {
+			if dom, err := l.DomainLookupByName("impostor"); err == nil {
+				_ = l.DomainUndefine(dom)
+			}
+		})
+	})
+	for name, call := range map[string]func() error{
+		"observe": func() error { _, err := s.Observe(ctx, m); return err },
+		"delete":  func() error { _, err := s.Delete(ctx, m); return err },
+	} {
+		var perm *providersdk.PermanentError
+		if err := call(); !errors.As(err, &perm) || perm.Reason != infrav1.MachineIdentityMismatchReason {
+			t.Errorf("%s: %v, want IdentityMismatch", name, err)
+		}
+	}
+}
+
+// stripMetadataFromDomain removes the metadata element from a domain XML.
+func stripMetadataFromDomain(t *testing.T, x string) string {
+	t.Helper()
+	o, err := parseDomain(x)
+	if err != nil || o.meta == nil {
+		t.Fatalf("no metadata in the built domain: %v", err)
+	}
+	return ownMetadata.ReplaceAllString(x, "")
+}
+
+func TestOutage(t *testing.T) {
+	d := libvirtd.StartT(t, libvirtd.Options{})
+	if _, err := d.DefineDirPool(testPool); err != nil {
+		t.Fatal(err)
+	}
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		if err := createBlankImage(l, testPool, testImage, testImageGiB); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := t.Context()
+	s := connect(t, d.QEMUURI(), nil)
+	m := machine("outage", func(m *providersdk.Machine) { m.Spec.Interfaces = nil })
+	if _, err := s.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	d.Kill()
+	if _, err := s.Observe(ctx, m); !providersdk.IsUnreachable(err) {
+		t.Fatalf("observe while libvirtd is down: %v, want Unreachable", err)
+	}
+	if _, err := s.Inventory(ctx); !providersdk.IsUnreachable(err) {
+		t.Fatalf("inventory while libvirtd is down: %v, want Unreachable", err)
+	}
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	var o providersdk.Observation
+	eventually(t, 30*time.Second, func() error {
+		var err error
+		o, err = s.Observe(ctx, m)
+		return err
+	})
+	if !o.Exists || o.PowerState != banlieuev1.PowerStatePoweredOn {
+		t.Errorf("after restart: exists %v, power %s; want the domain still running", o.Exists, o.PowerState)
+	}
+	if _, err := s.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,112 @@
+package libvirt
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/digitalocean/go-libvirt"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// ResolveImage finds the image's volume and reports it as "<pool>/<volume>".
+//
+// A BackingFile source's ref names an existing volume, as "<pool>/<volume>" or an
+// absolute path; with importFrom, a missing "<pool>/<volume>" is imported. A Url source
+// (importFrom, or ref) is imported into the image pool as "<VMImage name>-<checksum
+// prefix>", so a changed checksum imports anew and a finished import is found, not
+// repeated. Imports run in the background; later calls report their progress.
+func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (providersdk.ImageResult, error) {
+	src := img.Source
+	var target volumeRef
+	from := src.ImportFrom
+	switch src.Kind {
+	case banlieuev1.ImageSourceBackingFile:
+		if src.Ref == "" {
+			return notFound("the image source names no volume"), nil
+		}
+		resolved, found, err := s.resolveVolume(ctx, src.Ref)
+		if err != nil || found {
+			return s.resolved(img, resolved, found, err)
+		}
+		pool, name, ok := strings.Cut(src.Ref, "/")
+		if from == "" || !ok || pool == "" || name == "" || strings.Contains(name, "/") {
+			return notFound(fmt.Sprintf("volume %q does not exist on libvirt host %s", src.Ref, s.ep.safe)), nil
+		}
+		target = volumeRef{pool: pool, name: name}
+	case banlieuev1.ImageSourceURL:
+		if from == "" {
+			from = src.Ref
+		}
+		if from == "" {
+			return notFound("the image source names no URL"), nil
+		}
+		target = volumeRef{pool: s.imagePool(), name: imageVolumeName(img.Name, src.Checksum)}
+		resolved, found, err := s.resolveVolume(ctx, target.String())
+		if err != nil || found {
+			return s.resolved(img, resolved, found, err)
+		}
+	default:
+		return providersdk.ImageResult{
+			Reason:  banlieuev1.ImageUnsupportedSourceReason,
+			Message: fmt.Sprintf("libvirt images are volumes; source kind %s is not supported", src.Kind),
+		}, nil
+	}
+	return s.imports.ensure(ctx, img, target, from), nil
+}
+
+// resolved is the row of an image whose volume was looked up.
+func (s *session) resolved(img *providersdk.Image, ref string, found bool, err error) (providersdk.ImageResult, error) {
+	if found {
+		s.imports.forget(img.UID)
+	}
+	return providersdk.ImageResult{Ready: found, ResolvedRef: ref}, err
+}
+
+// notFound is the row of an image whose volume is missing.
+func notFound(msg string) providersdk.ImageResult {
+	return providersdk.ImageResult{Reason: banlieuev1.ImageTemplateNotFoundReason, Message: msg}
+}
+
+// imagePool is where images are imported: the imagePool parameter, else the pool one.
+func (s *session) imagePool() string {
+	if p := s.params[ParamImagePool]; p != "" {
+		return p
+	}
+	return s.defaultPool()
+}
+
+// imageVolumeName is the volume a Url image is imported as: the VMImage's name and,
+// when the source has a checksum, the first 12 hex digits of its SHA-256.
+func imageVolumeName(name, checksum string) string {
+	if checksum == "" {
+		return "banlieue-image-" + name
+	}
+	sum := sha256.Sum256([]byte(checksum))
+	return "banlieue-image-" + name + "-" + hex.EncodeToString(sum[:6])
+}
+
+// resolveVolume finds a volume by "<pool>/<volume>" or path and returns it as
+// "<pool>/<volume>".
+func (s *session) resolveVolume(ctx context.Context, ref string) (string, bool, error) {
+	var (
+		resolved string
+		found    bool
+	)
+	err := s.do(ctx, "LookupVolume", "look up volume "+ref, func(l *libvirt.Libvirt) error {
+		vol, ok, err := lookupVolume(l, ref)
+		if err != nil || !ok {
+			return err
+		}
+		found, resolved = true, vol.Pool+"/"+vol.Name
+		return nil
+	})
+	if providersdk.IsPermanent(err) {
+		return "", false, nil
+	}
+	return resolved, found, err
+}

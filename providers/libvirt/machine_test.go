@@ -1,0 +1,218 @@
+package libvirt
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/google/go-cmp/cmp"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// TestQEMUMachineLifecycle runs one machine through create, stop, start, suspend and
+// delete on qemu:///system, checking the host from a second connection.
+func TestQEMUMachineLifecycle(t *testing.T) {
+	d := daemon(t)
+	ctx := t.Context()
+	s := connect(t, d.QEMUURI(), nil, WithShutdownTimeout(time.Second))
+	m := machine("web-1", func(m *providersdk.Machine) {
+		m.UserData = []byte("#cloud-config\npackages: [nginx]\n")
+		m.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "ud"}}
+	})
+
+	if o := mustObserve(t, s, m); o.Exists {
+		t.Fatalf("before create: %+v", o)
+	}
+	if _, err := s.Create(ctx, m); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	o := mustObserve(t, s, m)
+	h, _ := s.hostInfo(ctx)
+	rootVol, seedVol := string(m.UID)+"-root.qcow2", string(m.UID)+"-cidata.iso"
+	want := providersdk.Observation{
+		Exists: true, UpToDate: true, PowerState: banlieuev1.PowerStatePoweredOn, WaitingForGuest: true,
+		ProviderID:    "libvirt://" + h.hostname + "/" + string(m.UID),
+		FailureDomain: h.failureDomain,
+	}
+	details := o.Details
+	o.Details = nil
+	if diff := cmp.Diff(want, o); diff != "" {
+		t.Errorf("after create (-want +got):\n%s", diff)
+	}
+	t.Run("the domain runs with the machine's UUID, name and metadata", func(t *testing.T) {
+		inspect(t, d, func(l *libvirt.Libvirt) {
+			if n := domainsNamed(t, l, "team-a-web-1"); n != 1 {
+				t.Errorf("%d domains named team-a-web-1, want 1", n)
+			}
+			dom, err := l.DomainLookupByName("team-a-web-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, _, _ := l.DomainGetState(dom, 0); libvirt.DomainState(st) != libvirt.DomainRunning {
+				t.Errorf("state = %d, want running", st)
+			}
+			x, _ := l.DomainGetXMLDesc(dom, 0)
+			obs, err := parseDomain(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if obs.uuid != string(m.UID) || obs.meta == nil || obs.meta.UID != string(m.UID) {
+				t.Errorf("uuid %s, metadata %+v; want the machine's UID %s", obs.uuid, obs.meta, m.UID)
+			}
+			wantVols := []string{testPool + "/" + rootVol, testPool + "/" + seedVol}
+			if diff := cmp.Diff(wantVols, obs.meta.Volumes); diff != "" {
+				t.Errorf("metadata volumes (-want +got):\n%s", diff)
+			}
+			wantDetails := &infrav1.LibvirtStatus{DomainUUID: string(m.UID), DomainName: "team-a-web-1", Volumes: wantVols}
+			if diff := cmp.Diff(wantDetails, details); diff != "" {
+				t.Errorf("details (-want +got):\n%s", diff)
+			}
+		})
+	})
+	t.Run("the boot disk is a 2 GiB qcow2 overlay on the image", func(t *testing.T) {
+		inspect(t, d, func(l *libvirt.Libvirt) {
+			pool, _ := l.StoragePoolLookupByName(testPool)
+			img, _ := l.StorageVolLookupByName(pool, testImage)
+			imgPath, _ := l.StorageVolGetPath(img)
+			v := volumeXML(t, l, rootVol)
+			got := struct {
+				Format, Backing, BackingFormat string
+				Capacity                       uint64
+			}{v.Target.Format.Type, "", "", v.Capacity.Value}
+			if v.BackingStore != nil {
+				got.Backing, got.BackingFormat = v.BackingStore.Path, v.BackingStore.Format.Type
+			}
+			wantVol := struct {
+				Format, Backing, BackingFormat string
+				Capacity                       uint64
+			}{"qcow2", imgPath, "qcow2", 2 << 30}
+			if diff := cmp.Diff(wantVol, got); diff != "" {
+				t.Errorf("root volume (-want +got):\n%s", diff)
+			}
+		})
+	})
+	t.Run("the seed ISO carries the user data and the machine's identity", func(t *testing.T) {
+		inspect(t, d, func(l *libvirt.Libvirt) {
+			pool, _ := l.StoragePoolLookupByName(testPool)
+			vol, err := l.StorageVolLookupByName(pool, seedVol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := l.StorageVolDownload(vol, &buf, 0, 0, 0); err != nil {
+				t.Fatalf("download: %v", err)
+			}
+			files, label := readISO(t, buf.Bytes())
+			wantFiles := map[string]string{
+				"user-data": "#cloud-config\npackages: [nginx]\n",
+				"meta-data": "instance-id: \"" + string(m.UID) + "\"\nlocal-hostname: \"web-1\"\n",
+			}
+			if diff := cmp.Diff(wantFiles, files); diff != "" {
+				t.Errorf("seed files (-want +got):\n%s", diff)
+			}
+			if label != "cidata" {
+				t.Errorf("label %q, want cidata", label)
+			}
+		})
+	})
+
+	t.Run("a second create adopts the domain", func(t *testing.T) {
+		if _, err := s.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		inspect(t, d, func(l *libvirt.Libvirt) {
+			if n := domainsNamed(t, l, "team-a-web-1"); n != 1 {
+				t.Errorf("%d domains, want 1", n)
+			}
+		})
+	})
+
+	t.Run("powering off shuts down, then destroys a guest that ignores ACPI", func(t *testing.T) {
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+		res, err := s.Update(ctx, m, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(res.Task.Ref, shutdownTaskPrefix) {
+			t.Fatalf("task %+v, want a shutdown task", res.Task)
+		}
+		m.Task = res.Task
+		m.Task.StartedAt = time.Now()
+		if o := mustObserve(t, s, m); o.Task != m.Task || o.PowerState != banlieuev1.PowerStatePoweredOn {
+			t.Errorf("while shutting down: task %+v, power %s", o.Task, o.PowerState)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		if o := mustObserve(t, s, m); o.Task.InFlight() {
+			t.Errorf("after the timeout the task is still in flight")
+		}
+		if _, err := s.Update(ctx, m, o); err != nil {
+			t.Fatal(err)
+		}
+		m.Task = providersdk.Task{}
+		if o := mustObserve(t, s, m); o.PowerState != banlieuev1.PowerStatePoweredOff || !o.UpToDate {
+			t.Errorf("after destroy: power %s, up to date %v", o.PowerState, o.UpToDate)
+		}
+	})
+
+	t.Run("a shut-off domain is resized and gets its new disk", func(t *testing.T) {
+		m.Spec.Hardware.CPUs, m.Spec.Hardware.MemoryMiB = 2, 320
+		m.Spec.Disks = append(m.Spec.Disks, m.Spec.Disks[0])
+		m.Spec.Disks[1].Name, m.Spec.Disks[1].SizeGiB = "data", 1
+		if o := mustObserve(t, s, m); o.UpToDate {
+			t.Fatal("the changed spec is reported up to date")
+		}
+		if _, err := s.Update(ctx, m, o); err != nil {
+			t.Fatal(err)
+		}
+		if o := mustObserve(t, s, m); !o.UpToDate {
+			t.Error("after the update the domain is not up to date")
+		}
+	})
+
+	t.Run("suspending starts, then saves the domain to disk", func(t *testing.T) {
+		m.Spec.PowerState = banlieuev1.PowerStateSuspended
+		for range 2 {
+			if _, err := s.Update(ctx, m, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if o := mustObserve(t, s, m); o.PowerState != banlieuev1.PowerStateSuspended || !o.UpToDate {
+			t.Errorf("power %s, up to date %v", o.PowerState, o.UpToDate)
+		}
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+		if _, err := s.Update(ctx, m, o); err != nil {
+			t.Fatal(err)
+		}
+		if o := mustObserve(t, s, m); o.PowerState != banlieuev1.PowerStatePoweredOn {
+			t.Errorf("after resume: power %s", o.PowerState)
+		}
+	})
+
+	t.Run("delete leaves no domain and no volume of the machine", func(t *testing.T) {
+		for range 2 { // the second delete finds nothing and succeeds
+			if _, err := s.Delete(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if o := mustObserve(t, s, m); o.Exists {
+			t.Error("the domain still exists")
+		}
+		inspect(t, d, func(l *libvirt.Libvirt) {
+			if n := domainsNamed(t, l, "team-a-web-1"); n != 0 {
+				t.Errorf("%d domains left", n)
+			}
+			if vols := machineVolumes(t, l, m); len(vols) > 0 {
+				t.Errorf("volumes left: %v", vols)
+			}
+			pool, _ := l.StoragePoolLookupByName(testPool)
+			if _, err := l.StorageVolLookupByName(pool, testImage); err != nil {
+				t.Errorf("the image volume is gone: %v", err)
+			}
+		})
+	})
+}

@@ -74,27 +74,7 @@ func prepare(d *libvirtd.Daemon) error {
 	if err := d.DefineNetwork(testNetwork, fmt.Sprintf("bnl%x", rand.Uint32()), libvirtd.RandomSubnet()); err != nil {
 		return err
 	}
-	l, err := d.Connect("qemu:///system")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = l.Disconnect() }()
-	return createBlankImage(l, testPool, testImage, testImageGiB)
-}
-
-// createBlankImage makes a blank qcow2 volume of sizeGiB.
-func createBlankImage(l *libvirt.Libvirt, poolName, name string, sizeGiB uint64) error {
-	pool, err := l.StoragePoolLookupByName(poolName)
-	if err != nil {
-		return err
-	}
-	x, _ := (&libvirtxml.StorageVolume{
-		Name:     name,
-		Capacity: &libvirtxml.StorageVolumeSize{Unit: "GiB", Value: sizeGiB},
-		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}},
-	}).Marshal()
-	_, err = l.StorageVolCreateXML(pool, x, 0)
-	return err
+	return d.CreateBlankImage(testPool, testImage, testImageGiB)
 }
 
 // provider returns a libvirt Provider for endpoint with parameters.

@@ -137,7 +137,7 @@ func TestOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	inspect(t, d, func(l *libvirt.Libvirt) {
-		if err := createBlankImage(l, testPool, testImage, testImageGiB); err != nil {
+		if err := libvirtd.CreateBlankImageOn(l, testPool, testImage, testImageGiB); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -71,7 +71,7 @@ func (s *session) hostInfo(ctx context.Context) (*hostInfo, error) {
 		if err := caps.Unmarshal(x); err != nil {
 			return err
 		}
-		h.arch, h.domainType = guestType(caps)
+		h.arch, h.domainType = guestType(caps, s.params[ParamDomainType])
 		if h.domainType == "kvm" && caps.Host.CPU != nil {
 			for _, f := range caps.Host.CPU.FeatureFlags {
 				if (f.Name == "vmx" || f.Name == "svm") && !slices.Contains(h.features, FeatureNestedVirtualization) {
@@ -106,7 +106,7 @@ func (s *session) hostInfo(ctx context.Context) (*hostInfo, error) {
 
 // guestType picks the architecture and hypervisor for new domains: the host's own
 // architecture (x86_64 when it offers none), and KVM over TCG over anything else.
-func guestType(caps *libvirtxml.Caps) (arch, domainType string) {
+func guestType(caps *libvirtxml.Caps, only string) (arch, domainType string) {
 	want := ""
 	if caps.Host.CPU != nil {
 		want = caps.Host.CPU.Arch
@@ -122,6 +122,9 @@ func guestType(caps *libvirtxml.Caps) (arch, domainType string) {
 				continue
 			}
 			for _, d := range g.Arch.Domains {
+				if only != "" && d.Type != only {
+					continue
+				}
 				if r := rank[d.Type]; r > best {
 					arch, domainType, best = g.Arch.Name, d.Type, r
 				}

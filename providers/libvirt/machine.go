@@ -21,9 +21,11 @@ const shutdownTaskPrefix = "shutdown:"
 
 // domainState is a machine's domain as one lookup found it.
 type domainState struct {
-	dom         libvirt.Domain
-	obs         *observedDomain
-	state       libvirt.DomainState
+	dom   libvirt.Domain
+	obs   *observedDomain
+	state libvirt.DomainState
+	// reason is why the domain is in state, e.g. who paused it.
+	reason      int32
 	managedSave bool
 	// capacities are the byte sizes of obs.disks, in order; 0 when unknown.
 	capacities []uint64
@@ -63,11 +65,11 @@ func (s *session) findDomain(ctx context.Context, m *providersdk.Machine) (*doma
 		if err != nil {
 			return err
 		}
-		st, _, err := l.DomainGetState(dom, 0)
+		st, reason, err := l.DomainGetState(dom, 0)
 		if err != nil {
 			return err
 		}
-		ds = &domainState{dom: dom, obs: obs, state: libvirt.DomainState(st)}
+		ds = &domainState{dom: dom, obs: obs, state: libvirt.DomainState(st), reason: reason}
 		if has, err := l.DomainHasManagedSaveImage(dom, 0); err == nil {
 			ds.managedSave = has == 1
 		} else if !isCode(err, libvirt.ErrNoSupport) {

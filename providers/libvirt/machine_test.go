@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,38 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 				t.Errorf("the image volume is gone: %v", err)
 			}
 		})
+	})
+}
+
+func TestADomainTheHypervisorStoppedIsReportedNotResumed(t *testing.T) {
+	d := daemon(t)
+	ctx := t.Context()
+	s := connect(t, d.QEMUURI(), nil)
+	m := machine("crashy")
+	if _, err := s.Create(ctx, m); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() { _, _ = s.Delete(context.Background(), m) })
+	// QEMU stops the guest behind libvirt's back, as it does on a guest crash or a KVM
+	// failure: libvirt sees a pause it did not ask for.
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		dom, err := l.DomainLookupByName("team-a-crashy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.QEMUDomainMonitorCommand(dom, `{"execute":"stop"}`, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	o := mustObserve(t, s, m)
+	_, err := s.Update(ctx, m, o)
+	if !providersdk.IsPermanent(err) || !strings.Contains(err.Error(), "the hypervisor stopped domain team-a-crashy") {
+		t.Fatalf("Update = %v, want a permanent GuestStopped error", err)
+	}
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		dom, _ := l.DomainLookupByName("team-a-crashy")
+		if st, _, _ := l.DomainGetState(dom, 0); libvirt.DomainState(st) != libvirt.DomainPaused {
+			t.Errorf("state = %d, want it left paused", st)
+		}
 	})
 }

@@ -26,6 +26,10 @@ const (
 	ParamNetwork = "network"
 	// ParamFailureDomain names the host's failure domain; its host name when unset.
 	ParamFailureDomain = "failureDomain"
+	// ParamDomainType is the hypervisor domains run on: kvm or qemu (TCG, emulated).
+	// The fastest the host offers when unset; qemu is for hosts whose KVM cannot run
+	// the guests, e.g. some nested setups.
+	ParamDomainType = "domainType"
 )
 
 // session is one connection to a libvirtd: the providersdk.Client of a Provider.

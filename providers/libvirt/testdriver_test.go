@@ -8,6 +8,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/sim/libvirtd"
 )
 
 // testDriverPool is the pool test:///default starts with.
@@ -20,7 +21,7 @@ func TestTestDriverLifecycle(t *testing.T) {
 	ctx := t.Context()
 	s := connect(t, d.TestURI(), map[string]string{ParamPool: testDriverPool, ParamFailureDomain: "lab"})
 	if err := s.do(ctx, "Test", "make the image", func(l *libvirt.Libvirt) error {
-		return createBlankImage(l, testDriverPool, testImage, testImageGiB)
+		return libvirtd.CreateBlankImageOn(l, testDriverPool, testImage, testImageGiB)
 	}); err != nil {
 		t.Fatal(err)
 	}

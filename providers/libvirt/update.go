@@ -165,6 +165,14 @@ func (s *session) setPower(ctx context.Context, m *providersdk.Machine, ds *doma
 		case banlieuev1.PowerStatePoweredOn:
 			switch ds.state {
 			case libvirt.DomainPaused:
+				if ds.reason != int32(libvirt.DomainPausedUser) {
+					// QEMU stopped the guest itself (a crash, an I/O error, a hypervisor
+					// failure): resuming it cannot work, and resetting it is the user's call.
+					return providersdk.Permanent(infrav1.MachineGuestStoppedReason,
+						"the hypervisor stopped domain %s (paused, reason %d: a guest crash, an I/O error or a KVM failure; "+
+							"see its QEMU log on the host); set desiredPowerState to PoweredOff, then PoweredOn, to restart it, "+
+							"or set the Provider's parameter domainType to qemu if KVM cannot run this guest", ds.obs.name, ds.reason)
+				}
 				return l.DomainResume(ds.dom)
 			case libvirt.DomainPmsuspended:
 				return l.DomainPmWakeup(ds.dom, 0)

@@ -123,3 +123,31 @@ func (d *Daemon) writeTLS() (string, error) {
 func RandomSubnet() string {
 	return fmt.Sprintf("198.%d.%d.1/24", 18+rand.IntN(2), rand.IntN(256))
 }
+
+// CreateBlankImage makes a blank qcow2 volume of sizeGiB in pool, through a fresh
+// qemu:///system connection. See CreateBlankImageOn.
+func (d *Daemon) CreateBlankImage(pool, name string, sizeGiB uint64) error {
+	return d.with(func(l *libvirt.Libvirt) error { return CreateBlankImageOn(l, pool, name, sizeGiB) })
+}
+
+// CreateBlankImageOn makes a blank qcow2 volume of sizeGiB in pool through l: an image
+// a domain runs from without an operating system, which is all tests and 'banlieue dev'
+// need. test:///default keeps its state per connection, so its tests pass their own.
+func CreateBlankImageOn(l *libvirt.Libvirt, pool, name string, sizeGiB uint64) error {
+	p, err := l.StoragePoolLookupByName(pool)
+	if err != nil {
+		return fmt.Errorf("failed to find pool %s: %w", pool, err)
+	}
+	x, err := (&libvirtxml.StorageVolume{
+		Name:     name,
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "GiB", Value: sizeGiB},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}},
+	}).Marshal()
+	if err != nil {
+		return err
+	}
+	if _, err := l.StorageVolCreateXML(p, x, 0); err != nil {
+		return fmt.Errorf("failed to create volume %s/%s: %w", pool, name, err)
+	}
+	return nil
+}

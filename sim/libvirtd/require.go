@@ -7,24 +7,30 @@ import (
 	"testing"
 )
 
-// Require skips tb (or fails it, when the environment variable CI is "true") unless a
-// daemon can run here: as root, with libvirtd, QEMU, qemu-img, dnsmasq and iptables
-// installed. Install them with hack/deps.sh.
-func Require(tb testing.TB) {
-	tb.Helper()
+// Unavailable says why a daemon cannot run here, or "" when it can: it needs root and
+// libvirtd, QEMU, qemu-img, dnsmasq and iptables, which hack/deps.sh installs.
+func Unavailable() string {
 	var missing []string
 	for _, b := range binaries {
 		if _, err := exec.LookPath(b); err != nil {
 			missing = append(missing, b)
 		}
 	}
-	var why string
 	switch {
 	case len(missing) > 0:
-		why = "libvirtd tests need " + strings.Join(missing, ", ") + " (run hack/deps.sh as root)"
+		return "libvirtd needs " + strings.Join(missing, ", ") + " (run hack/deps.sh as root)"
 	case os.Geteuid() != 0:
-		why = "libvirtd tests run a system libvirtd and need root"
-	default:
+		return "a private system libvirtd needs root"
+	}
+	return ""
+}
+
+// Require skips tb (or fails it, when the environment variable CI is "true") unless a
+// daemon can run here (see Unavailable).
+func Require(tb testing.TB) {
+	tb.Helper()
+	why := Unavailable()
+	if why == "" {
 		return
 	}
 	if os.Getenv("CI") == "true" {

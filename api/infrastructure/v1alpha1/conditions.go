@@ -67,6 +67,10 @@ const (
 	// place and another machine's in another; banlieue will not touch it.
 	MachineIdentityMismatchReason = "IdentityMismatch"
 
+	// MachineGuestStoppedReason: the hypervisor stopped the guest on its own (a crash,
+	// an I/O error); the message says how to restart it.
+	MachineGuestStoppedReason = "GuestStopped"
+
 	// MachineReconcileErrorReason: an unexpected error; the message carries it.
 	MachineReconcileErrorReason = "ReconcileError"
 )

@@ -86,5 +86,6 @@ build: ## Build bin/banlieue.
 
 .PHONY: dev
 dev: build ## Run a local control plane with banlieue and simulated backends, ready for kubectl apply.
+	@bash hack/deps.sh || echo "dev: libvirt's packages are missing; banlieue dev runs without libvirt"
 	@assets=$$($(ENVTEST_ASSETS_CMD)); \
 	exec bin/banlieue dev --assets "$$assets"

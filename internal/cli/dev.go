@@ -66,10 +66,14 @@ func newDevCommand() *cobra.Command {
 			if err := createAll(cmd.Context(), mgr.GetClient(), backends.Objects()); err != nil {
 				return errors.Join(err, <-done)
 			}
+			libvirtLine := "  libvirt  left out: " + backends.LibvirtUnavailable
+			if backends.Libvirt != nil {
+				libvirtLine = "  libvirt  infra/kvm-dev (env=dev)      -> a private libvirtd at " + backends.Libvirt.QEMUURI()
+			}
 			fmt.Printf("banlieue dev: ready in %s\n\n"+
-				"Backends:\n  vsphere  infra/vcenter-dc1 (env=prod) -> simulated vCenter at %s\n  proxmox  infra/pve-edge (env=edge)   -> simulated Proxmox VE at %s\n\n"+
+				"Backends:\n  vsphere  infra/vcenter-dc1 (env=prod) -> simulated vCenter at %s\n  proxmox  infra/pve-edge (env=edge)   -> simulated Proxmox VE at %s\n%s\n\n"+
 				"Next:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl apply -f examples/\n  kubectl get vm -w\n\nCtrl-C stops everything.\n",
-				time.Since(start).Round(100*time.Millisecond), backends.VSphere.URL, backends.Proxmox.URL, env.Kubeconfig, env.Kubectl)
+				time.Since(start).Round(100*time.Millisecond), backends.VSphere.URL, backends.Proxmox.URL, libvirtLine, env.Kubeconfig, env.Kubectl)
 			return <-done
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/vsphere"
 )
@@ -23,6 +24,7 @@ type providerFlags struct {
 func builtinProviders(f *providerFlags) map[string]func() providersdk.Config {
 	return map[string]func() providersdk.Config{
 		vsphere.ProviderClass: func() providersdk.Config { return vsphere.Config() },
+		libvirt.ProviderClass: func() providersdk.Config { return libvirt.Config() },
 		proxmox.ProviderClass: func() providersdk.Config {
 			var opts []proxmox.Option
 			if f.proxmoxSnippetsDir != "" {

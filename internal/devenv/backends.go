@@ -15,8 +15,10 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/vsphere"
+	"github.com/banlieue/banlieue/sim/libvirtd"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
 	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
 )
@@ -31,6 +33,11 @@ type Backends struct {
 	VSphere *vspheresim.Simulator
 	// Proxmox is the simulated Proxmox VE cluster.
 	Proxmox *proxmoxsim.Simulator
+	// Libvirt is a private libvirtd with a pool, a network and a blank image; nil when
+	// none can run here, and LibvirtUnavailable says why.
+	Libvirt *libvirtd.Daemon
+	// LibvirtUnavailable says why Libvirt is nil.
+	LibvirtUnavailable string
 }
 
 // StartBackends starts the simulated backends on loopback.
@@ -49,13 +56,48 @@ func StartBackends() (*Backends, error) {
 		vs.Stop()
 		return nil, fmt.Errorf("failed to start the Proxmox VE simulator: %w", err)
 	}
-	return &Backends{VSphere: vs, Proxmox: pve}, nil
+	b := &Backends{VSphere: vs, Proxmox: pve}
+	if b.LibvirtUnavailable = libvirtd.Unavailable(); b.LibvirtUnavailable == "" {
+		if b.Libvirt, err = startLibvirt(); err != nil {
+			b.Stop()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Names of the libvirt objects 'banlieue dev' makes: a directory pool with the blank
+// image examples/ refers to, and a NATed network on a benchmarking subnet.
+const (
+	libvirtPool    = "banlieue"
+	libvirtImage   = "jammy.qcow2"
+	libvirtNetwork = "banlieue"
+)
+
+func startLibvirt() (*libvirtd.Daemon, error) {
+	d, err := libvirtd.Start(libvirtd.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to start libvirtd: %w", err)
+	}
+	if _, err = d.DefineDirPool(libvirtPool); err == nil {
+		if err = d.DefineNetwork(libvirtNetwork, "bnldev0", libvirtd.RandomSubnet()); err == nil {
+			err = d.CreateBlankImage(libvirtPool, libvirtImage, 2)
+		}
+	}
+	if err != nil {
+		d.Stop()
+		return nil, fmt.Errorf("failed to prepare libvirtd: %w", err)
+	}
+	return d, nil
 }
 
 // Stop stops the simulated backends.
 func (b *Backends) Stop() {
 	b.VSphere.Stop()
 	b.Proxmox.Stop()
+	if b.Libvirt != nil {
+		b.Libvirt.Stop()
+	}
 }
 
 // ProviderConfigs are the providers that serve the simulated backends. The Proxmox
@@ -65,7 +107,11 @@ func (b *Backends) ProviderConfigs() []providersdk.Config {
 	snippets := proxmox.SnippetWriterFunc(func(_ context.Context, node, storage, name string, data []byte) error {
 		return b.Proxmox.WriteSnippet(node, storage, name, data)
 	})
-	return []providersdk.Config{vsphere.Config(), proxmox.Config(proxmox.WithSnippetWriter(snippets))}
+	configs := []providersdk.Config{vsphere.Config(), proxmox.Config(proxmox.WithSnippetWriter(snippets))}
+	if b.Libvirt != nil {
+		configs = append(configs, libvirt.Config())
+	}
+	return configs
 }
 
 // Objects are the Kubernetes objects that point banlieue at the simulated backends: a
@@ -73,7 +119,31 @@ func (b *Backends) ProviderConfigs() []providersdk.Config {
 func (b *Backends) Objects() []client.Object {
 	objs := []client.Object{&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ProviderNamespace}}}
 	objs = append(objs, VSphereObjects(b.VSphere)...)
-	return append(objs, ProxmoxObjects(b.Proxmox)...)
+	objs = append(objs, ProxmoxObjects(b.Proxmox)...)
+	if b.Libvirt != nil {
+		objs = append(objs, LibvirtObjects(b.Libvirt))
+	}
+	return objs
+}
+
+// LibvirtObjects is the Provider (infra/kvm-dev) for the private libvirtd d: its local
+// socket needs no credentials. It is labelled env=dev, so the examples' VM moves here
+// when its providerSelector says dev.
+func LibvirtObjects(d *libvirtd.Daemon) client.Object {
+	return &banlieuev1.Provider{
+		TypeMeta:   metav1.TypeMeta{APIVersion: banlieuev1.GroupVersion.String(), Kind: "Provider"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ProviderNamespace, Name: "kvm-dev", Labels: map[string]string{"dc": "dc1", "env": "dev", "backend": "libvirt"}},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+			Connection:       banlieuev1.Connection{Endpoint: d.QEMUURI()},
+			Capabilities: banlieuev1.Capabilities{
+				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast-ssd", Target: map[string]string{libvirt.TargetPool: libvirtPool}}},
+				NetworkClasses: []banlieuev1.ClassMapping{{Name: "prod-net", Target: map[string]string{libvirt.TargetNetwork: libvirtNetwork}}},
+			},
+			// TCG: the examples' EFI guest has no OS, which some nested KVM setups cannot run.
+			Parameters: map[string]string{libvirt.ParamPool: libvirtPool, libvirt.ParamImagePool: libvirtPool, libvirt.ParamDomainType: "qemu"},
+		},
+	}
 }
 
 // ProxmoxObjects are the Secret (an API token) and the Provider (infra/pve-edge) for the

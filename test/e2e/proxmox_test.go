@@ -121,7 +121,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	f.g.Expect(conf["net1"]).To(ContainSubstring("bridge=vmbr1"))
 	f.g.Expect(diskSize.FindStringSubmatch(conf["scsi0"])).To(ContainElement("20G"))
 	f.g.Expect(diskSize.FindStringSubmatch(conf["scsi1"])).To(ContainElement("5G"))
-	f.g.Expect(conf["description"]).To(ContainSubstring(string(f.machineUID("web-1"))))
+	f.g.Expect(conf["description"]).To(ContainSubstring(string(f.machineUIDOf("ProxmoxMachine", "web-1"))))
 	volid := strings.TrimPrefix(conf["cicustom"], "user=")
 	snippet, ok := pve.Volume(proxmoxtest.Node1, volid)
 	f.g.Expect(ok).To(BeTrue(), "snippet %s", volid)
@@ -227,11 +227,11 @@ func failureDomainNames(p *banlieuev1.Provider) []string {
 	return names
 }
 
-// machineUID is the UID of the VM's infrastructure machine, of whatever kind.
-func (f *fixture) machineUID(name string) string {
+// machineUIDOf is the UID of the VM's infrastructure machine of kind.
+func (f *fixture) machineUIDOf(kind, name string) string {
 	f.t.Helper()
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(infrav1.GroupVersion.WithKind("ProxmoxMachine"))
+	m.SetGroupVersionKind(infrav1.GroupVersion.WithKind(kind))
 	f.g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, m)).To(Succeed())
 	return string(m.UID)
 }

@@ -31,6 +31,7 @@
 //	imagePool      storage pool Url images are imported into; pool's by default
 //	network        libvirt network of interfaces whose network class names none; "default"
 //	failureDomain  the failure domain's name; the host name (DNS-label safe) by default
+//	domainType     kvm or qemu (TCG); the fastest the host offers by default
 //
 // A LibvirtMachine's spec.libvirt (infrav1.LibvirtOptions) sets storagePool (the boot
 // disk's pool), machineType (q35 by default on QEMU/KVM: it has the SATA controller of
@@ -70,7 +71,9 @@
 // attached as a SATA CD-ROM. Domains have virtio disks and NICs, a serial console (no
 // graphics device) and a virtio channel for the QEMU guest agent; firmware is BIOS, UEFI
 // (libvirt's firmware auto-selection) or UEFI with Secure Boot and enrolled keys (SMM on).
-// The hypervisor is KVM when the host offers it, TCG otherwise.
+// The hypervisor is KVM when the host offers it, TCG otherwise, unless the Provider's
+// parameter domainType names one (qemu, i.e. TCG, for hosts whose KVM cannot run the
+// guests, as some nested setups cannot run OVMF).
 //
 // # Power
 //
@@ -78,8 +81,10 @@
 // Observe reports in flight while the guest runs, for the shutdown timeout (2 minutes by
 // default); then the domain is destroyed. Suspended is a managed save: memory goes to
 // disk and the domain stops, which frees the host's memory and survives host reboots
-// like a vSphere suspend; starting the domain resumes it. A paused domain is reported
-// Suspended and resumed for PoweredOn. CPUs, memory and disks change only while the
+// like a vSphere suspend; starting the domain resumes it. A domain paused on purpose
+// (libvirt's pause reason "user") is reported Suspended and resumed for PoweredOn; one
+// the hypervisor stopped by itself (a guest crash, an I/O error, a KVM failure) is
+// reported with GuestStopped, saying how to restart it, and is left as it is. CPUs, memory and disks change only while the
 // domain is shut off: asked of a running machine that should stay on, they are refused
 // with ResizeRequiresPowerOff; volumes only grow.
 //

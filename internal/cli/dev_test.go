@@ -13,13 +13,15 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/banlieue/banlieue/sim/libvirtd"
 	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // TestDevServesKubectlAndStopsCleanly runs 'banlieue dev' as a user would: it waits for
-// the kubeconfig, applies the examples with the kubectl the project built, sees the VM
-// become Ready with an address on the simulated vCenter, deletes it, then stops dev and
-// checks the API server is gone.
+// the kubeconfig, applies the examples with the kubectl the project built, and walks the
+// README: the VM runs on the simulated vCenter, moves to libvirt (when it can run here),
+// then to Proxmox VE by editing one label, and its deletion leaves no machine; then it
+// stops dev and checks the API server is gone.
 func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 	assets := testenv.Assets(t)
 	dir := t.TempDir()
@@ -59,17 +61,36 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 	jsonpath := func(path string) string {
 		return kubectl("get", "vm", "db-prod-01", "-o", "jsonpath="+path)
 	}
-	var ready, ip string
-	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end) && (ready != "True" || ip == ""); time.Sleep(500 * time.Millisecond) {
-		ready, ip = jsonpath(`{.status.conditions[?(@.type=="Ready")].status}`), jsonpath(`{.status.addresses[0].address}`)
+	// runsOn waits until the VM runs on provider, Ready, with an address when withIP.
+	runsOn := func(provider, idPrefix string, withIP bool) {
+		t.Helper()
+		var got string
+		for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+			got = jsonpath(`{.status.scheduled.providerName} {.status.phase} {.status.conditions[?(@.type=="Ready")].status} {.status.providerID} {.status.addresses[0].address}`)
+			f := strings.Fields(got)
+			if len(f) >= 4 && f[0] == provider && f[1] == "Running" && f[2] == "True" && strings.HasPrefix(f[3], idPrefix) && (!withIP || len(f) == 5) {
+				return
+			}
+		}
+		t.Fatalf("db-prod-01 does not run on %s (provider phase ready providerID address: %q)\n%s", provider, got, kubectl("get", "vm", "db-prod-01", "-o", "yaml"))
 	}
-	if ready != "True" || ip == "" {
-		t.Fatalf("db-prod-01 did not become Ready with an address on the simulated vCenter: Ready=%q address=%q\n%s", ready, ip, kubectl("get", "vm", "db-prod-01", "-o", "yaml"))
+	moveTo := func(env string) {
+		kubectl("patch", "vm", "db-prod-01", "--type", "merge", "-p", `{"spec":{"placement":{"providerSelector":{"matchLabels":{"env":"`+env+`"}}}}}`)
 	}
-	if got := jsonpath("{.status.scheduled.providerName}/{.status.providerID}"); !strings.HasPrefix(got, "vcenter-dc1/vsphere://") {
-		t.Errorf("placement/providerID = %q, want vcenter-dc1/vsphere://…", got)
+	// The README's walkthrough: on the simulated vCenter, then libvirt, then Proxmox VE.
+	runsOn("vcenter-dc1", "vsphere://", true)
+	if why := libvirtd.Unavailable(); why == "" {
+		moveTo("dev")
+		runsOn("kvm-dev", "libvirt://", false) // a guest with no OS reports no address
+	} else {
+		t.Logf("libvirt left out of the walkthrough: %s", why)
 	}
+	moveTo("edge")
+	runsOn("pve-edge", "proxmox://", true)
 	kubectl("delete", "vm", "db-prod-01", "--wait=true", "--timeout=2m")
+	if left := kubectl("get", "banlieue-machines", "-A", "-o", "name"); strings.Contains(left, "machine.infrastructure.banlieue.io/") {
+		t.Errorf("machines left after the VM was deleted: %s", left)
+	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

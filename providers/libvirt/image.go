@@ -56,13 +56,13 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 			Message: fmt.Sprintf("libvirt images are volumes; source kind %s is not supported", src.Kind),
 		}, nil
 	}
-	return s.imports.ensure(ctx, img, target, from), nil
+	return s.importImage(ctx, img, target, from), nil
 }
 
 // resolved is the row of an image whose volume was looked up.
 func (s *session) resolved(img *providersdk.Image, ref string, found bool, err error) (providersdk.ImageResult, error) {
 	if found {
-		s.imports.forget(img.UID)
+		s.imports.Forget(img.UID)
 	}
 	return providersdk.ImageResult{Ready: found, ResolvedRef: ref}, err
 }

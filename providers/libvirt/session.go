@@ -55,7 +55,7 @@ type session struct {
 	rawMu sync.Mutex
 	host  *hostInfo
 
-	imports *importer
+	imports *providersdk.Imports
 }
 
 var _ providersdk.Client = (*session)(nil)
@@ -103,7 +103,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 	if _, err := s.client(); err != nil {
 		return nil, err
 	}
-	s.imports = newImporter(s)
+	s.imports = providersdk.NewImports(d.now)
 	ctrl.LoggerFrom(ctx).V(1).Info("Connected to libvirtd", "endpoint", ep.safe)
 	return s, nil
 }
@@ -224,7 +224,7 @@ func (s *session) do(ctx context.Context, operation, what string, f func(l *libv
 
 // Disconnect stops the session's imports and closes its connection.
 func (s *session) Disconnect(context.Context) error {
-	s.imports.stop()
+	s.imports.Stop()
 	s.mu.Lock()
 	s.conn = nil
 	s.mu.Unlock()

@@ -16,10 +16,6 @@ import (
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
-// importRetry is how long a failed import is reported before it is tried again: a
-// URL that fails now most likely fails a few seconds later too.
-const importRetry = 5 * time.Minute
-
 // Operations of an import's PVE tasks: PVE's task types.
 const (
 	opDownload = "download"
@@ -36,7 +32,7 @@ type importState struct {
 	file string
 	// task is the PVE task the import waits for, polled on the next call.
 	task providersdk.Task
-	// failedAt and failure are the last failure, reported until importRetry passed.
+	// failedAt and failure are the last failure, reported until providersdk.ImportRetry passed.
 	failedAt time.Time
 	failure  string
 }
@@ -69,7 +65,7 @@ func (s *session) forgetImport(uid k8stypes.UID, st *importState) {
 // session (after a provider restart) carries on where the last one stopped instead of
 // downloading again: the template, else a VM on its way to be one, else the
 // downloaded file, else a download running, else a new download. Refusals and failed
-// tasks are ImportFailed with PVE's words, tried again after importRetry.
+// tasks are ImportFailed with PVE's words, tried again after providersdk.ImportRetry.
 func (s *session) importImage(ctx context.Context, img *providersdk.Image, name string) (providersdk.ImageResult, error) {
 	p, err := newImportPlan(img, name)
 	if err != nil {
@@ -80,7 +76,7 @@ func (s *session) importImage(ctx context.Context, img *providersdk.Image, name 
 	defer st.mu.Unlock()
 	now := s.driver.now()
 	if !st.failedAt.IsZero() {
-		if now.Sub(st.failedAt) < importRetry {
+		if now.Sub(st.failedAt) < providersdk.ImportRetry {
 			return s.failedImport(p, st.failure), nil
 		}
 		st.failedAt, st.failure = time.Time{}, ""
@@ -99,7 +95,7 @@ func (s *session) importImage(ctx context.Context, img *providersdk.Image, name 
 	st.task = providersdk.Task{}
 	st.failedAt, st.failure = now, importFailure(err)
 	ctrl.LoggerFrom(ctx).Info("Image import failed; trying again later", "VMImage", klog.KRef("", p.image),
-		"url", redact(p.url), "retryAfter", importRetry, "err", st.failure)
+		"url", providersdk.RedactURL(p.url), "retryAfter", providersdk.ImportRetry, "err", st.failure)
 	return s.failedImport(p, st.failure), nil
 }
 
@@ -229,7 +225,7 @@ func (s *session) download(ctx context.Context, t importTarget, p importPlan) (s
 	if err := s.post(ctx, "/nodes/"+t.node+"/storage/"+t.storage+"/download-url", params, &upid); err != nil {
 		return "", err
 	}
-	ctrl.LoggerFrom(ctx).Info("Downloading image", "VMImage", klog.KRef("", p.image), "url", redact(p.url),
+	ctrl.LoggerFrom(ctx).Info("Downloading image", "VMImage", klog.KRef("", p.image), "url", providersdk.RedactURL(p.url),
 		"node", t.node, "volume", p.volid(t.storage))
 	return upid, nil
 }
@@ -282,7 +278,7 @@ func (s *session) createTemplate(ctx context.Context, st *importState, t importT
 
 // importing is an import's progress.
 func importing(p importPlan, op string) providersdk.ImageResult {
-	msg := fmt.Sprintf("downloading %s as %s", redact(p.url), p.file)
+	msg := fmt.Sprintf("downloading %s as %s", providersdk.RedactURL(p.url), p.file)
 	switch op {
 	case opCreate:
 		msg = fmt.Sprintf("making template %q from %s", p.name, p.file)
@@ -297,7 +293,7 @@ func (s *session) failedImport(p importPlan, failure string) providersdk.ImageRe
 	return providersdk.ImageResult{
 		Reason: banlieuev1.ImageImportFailedReason,
 		Message: fmt.Sprintf("import of %s into Proxmox VE cluster %s failed: %s (tried again %s after the failure)",
-			redact(p.url), s.cluster, failure, importRetry),
+			providersdk.RedactURL(p.url), s.cluster, failure, providersdk.ImportRetry),
 	}
 }
 

@@ -289,9 +289,9 @@ func TestURLImageImportFailures(t *testing.T) {
 				t.Errorf("ResolveImage right after the failure = %+v with %d downloads, want the failure again and no new download",
 					again, sim.Requests()[downloadURLRequest])
 			}
-			d.now = func() time.Time { return time.Now().Add(importRetry) }
+			d.now = func() time.Time { return time.Now().Add(providersdk.ImportRetry) }
 			if retry, _ := s.ResolveImage(context.Background(), img); !retry.InProgress || sim.Requests()[downloadURLRequest] != 2 {
-				t.Errorf("ResolveImage %s after the failure = %+v, want a new download", importRetry, retry)
+				t.Errorf("ResolveImage %s after the failure = %+v, want a new download", providersdk.ImportRetry, retry)
 			}
 		})
 	}

@@ -60,7 +60,7 @@ func newImportPlan(img *providersdk.Image, name string) (importPlan, error) {
 	p := importPlan{uid: img.UID, image: img.Name, url: importURL(img.Source)}
 	u, err := url.Parse(p.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return p, fmt.Errorf("the image source's importFrom %q is not an http or https URL", redact(p.url))
+		return p, fmt.Errorf("the image source's importFrom %q is not an http or https URL", providersdk.RedactURL(p.url))
 	}
 	ext := strings.ToLower(strings.TrimPrefix(path.Ext(u.Path), "."))
 	switch ext {
@@ -68,7 +68,7 @@ func newImportPlan(img *providersdk.Image, name string) (importPlan, error) {
 	case "img", "":
 		ext = "qcow2" // cloud images named .img (Ubuntu's) are qcow2
 	default:
-		return p, fmt.Errorf("%s is not a qcow2, raw or vmdk disk image, the formats Proxmox VE imports", redact(p.url))
+		return p, fmt.Errorf("%s is not a qcow2, raw or vmdk disk image, the formats Proxmox VE imports", providersdk.RedactURL(p.url))
 	}
 	key := sha256.Sum256([]byte(p.url))
 	keyHex := hex.EncodeToString(key[:])
@@ -95,7 +95,7 @@ func (p importPlan) volid(storage string) string { return storage + ":import/" +
 // identity.
 func (p importPlan) description() string {
 	return fmt.Sprintf("Imported by banlieue for VMImage %s from %s.\n%s%s\n%s%s\n",
-		p.image, redact(p.url), DescriptionImageUIDKey, p.uid, descriptionImageFile, p.file)
+		p.image, providersdk.RedactURL(p.url), DescriptionImageUIDKey, p.uid, descriptionImageFile, p.file)
 }
 
 // importURL is the image's URL to import from: the source's importFrom, or a Url
@@ -156,14 +156,4 @@ func (s *session) templateDisk(ctx context.Context, node string) (string, error)
 			node, ParamTemplateStorage)
 	}
 	return storage, err
-}
-
-// redact drops a URL's user information and query, which may hold credentials.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "the image URL"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }

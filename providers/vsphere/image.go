@@ -46,11 +46,11 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 		return providersdk.ImageResult{}, err
 	}
 	if found {
-		s.imports.forget(img.UID)
+		s.imports.Forget(img.UID)
 		return providersdk.ImageResult{Ready: true, ResolvedRef: ref.Value}, nil
 	}
 	if from != "" {
-		return s.imports.ensure(ctx, img, name, from), nil
+		return s.importTemplate(ctx, img, name, from), nil
 	}
 	return providersdk.ImageResult{
 		Reason:  banlieuev1.ImageTemplateNotFoundReason,

@@ -51,7 +51,7 @@ type session struct {
 	mu        sync.Mutex
 	inventory *inventory
 
-	imports *importer
+	imports *providersdk.Imports
 }
 
 var _ providersdk.Client = (*session)(nil)
@@ -129,14 +129,14 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 		ka.Stop()
 		return nil, s.fail("log in to vCenter", err)
 	}
-	s.imports = newImporter(s)
+	s.imports = providersdk.NewImports(d.now)
 	ctrl.LoggerFrom(ctx).V(1).Info("Logged in to vCenter", "endpoint", s.endpoint)
 	return s, nil
 }
 
 // Disconnect stops the session's imports and logs out.
 func (s *session) Disconnect(ctx context.Context) error {
-	s.imports.stop()
+	s.imports.Stop()
 	defer s.soap.CloseIdleConnections()
 	if _, err := methods.Logout(ctx, s.vim, &types.Logout{This: s.auth.sessionManager}); err != nil {
 		if fault.Is(err, &types.NotAuthenticated{}) {

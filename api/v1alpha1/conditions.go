@@ -129,3 +129,36 @@ const (
 	// ImageUnsupportedSourceReason: the source's kind means nothing to this backend.
 	ImageUnsupportedSourceReason = "UnsupportedSource"
 )
+
+// Reasons of the Events the core controller records on a VirtualMachine, one per
+// lifecycle step. Reasons shared with conditions (Scheduled, NoCandidate, Migrating,
+// Running) are the constants above.
+const (
+	// VirtualMachineMachineCreatedReason: the infrastructure machine was created.
+	VirtualMachineMachineCreatedReason = "MachineCreated"
+
+	// VirtualMachineMachineDeletingReason: the infrastructure machine is being deleted.
+	VirtualMachineMachineDeletingReason = "MachineDeleting"
+
+	// VirtualMachineMachineDeletedReason: the infrastructure machine, and its backend VM,
+	// are gone.
+	VirtualMachineMachineDeletedReason = "MachineDeleted"
+
+	// VirtualMachineInfrastructureReadyReason: the infrastructure machine turned Ready.
+	VirtualMachineInfrastructureReadyReason = "InfrastructureReady"
+
+	// VirtualMachineInfrastructureProgressingReason: the infrastructure machine is not
+	// Ready because a step is in progress (Creating, Cloning, Updating, Deleting).
+	VirtualMachineInfrastructureProgressingReason = "InfrastructureProgressing"
+
+	// VirtualMachineInfrastructureFailedReason: the infrastructure machine is not Ready
+	// because something failed (a task, the backend, credentials); a Warning.
+	VirtualMachineInfrastructureFailedReason = "InfrastructureFailed"
+
+	// VirtualMachineStoppedReason: the VM is provisioned and powered off.
+	VirtualMachineStoppedReason = "Stopped"
+
+	// VirtualMachineMigratedReason: the VM's old machine is gone and the VM is placed on
+	// its new Provider.
+	VirtualMachineMigratedReason = "Migrated"
+)

@@ -45,6 +45,7 @@ type Reconciler struct {
 	client      client.Client
 	reader      client.Reader
 	gvk         schema.GroupVersionKind
+	class       string
 	finalizer   string
 	sessions    *Sessions
 	statusBlock string
@@ -59,6 +60,8 @@ type Reconciler struct {
 
 	holdsMu sync.Mutex
 	holds   map[types.UID]hold
+
+	tasks *taskTracker
 }
 
 // hold keeps a machine whose backend task failed from being retried before its backoff
@@ -75,6 +78,11 @@ type Option func(*Reconciler)
 // WithFinalizer sets the finalizer the Reconciler owns on its machines. The default is
 // "<group>/<lowercase kind>".
 func WithFinalizer(name string) Option { return func(r *Reconciler) { r.finalizer = name } }
+
+// WithClass sets the provider class the Reconciler's metrics are labelled with. The
+// default is the machine kind without its "Machine" suffix, lowercased: "vsphere" for
+// VSphereMachine. Setup passes Config.Class.
+func WithClass(class string) Option { return func(r *Reconciler) { r.class = class } }
 
 // WithSecretReader sets the reader Secrets (credentials, CA bundles, user-data) are read
 // with. The default is the manager's API reader (uncached, so no Secret is cached
@@ -134,6 +142,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		client:      c,
 		reader:      c,
 		gvk:         gvk,
+		class:       strings.ToLower(strings.TrimSuffix(gvk.Kind, "Machine")),
 		finalizer:   gvk.Group + "/" + strings.ToLower(gvk.Kind),
 		callTimeout: DefaultCallTimeout,
 		workers:     10,
@@ -148,6 +157,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 	if r.sessions == nil {
 		r.sessions = NewSessions(driver, r.reader)
 	}
+	r.tasks = newTaskTracker(r.class)
 	return r
 }
 
@@ -192,12 +202,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	if err := r.client.Get(ctx, req.NamespacedName, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.tasks.forgetName(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(u))
 	ctx = ctrl.LoggerInto(ctx, log)
 	deleting := !u.GetDeletionTimestamp().IsZero()
 	if deleting && !controllerutil.ContainsFinalizer(u, r.finalizer) {
+		r.tasks.set(u.GetUID(), req.NamespacedName, false)
 		return ctrl.Result{}, nil
 	}
 	if !deleting && !controllerutil.ContainsFinalizer(u, r.finalizer) {
@@ -211,6 +225,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	log = log.WithValues("Provider", klog.KRef(spec.ProviderRef.Namespace, spec.ProviderRef.Name))
+	ctx = ctrl.LoggerInto(ctx, log)
 	s := &scope{machine: &Machine{UID: u.GetUID(), Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), Spec: spec, Object: u}}
 	if s.status, err = contract.Status(u); err != nil {
 		return ctrl.Result{}, err
@@ -219,6 +235,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		s.machine.Task = Task{Ref: t.Ref, Operation: t.Operation, StartedAt: t.StartedAt.Time}
 	}
 	before := s.status.DeepCopy()
+	// Every return below leaves s.status as stored or as just written. A failed write
+	// counts what was meant; its retry corrects the count. A machine whose finalizer
+	// was removed no longer counts.
+	defer func() {
+		r.tasks.set(u.GetUID(), req.NamespacedName, s.status.Task != nil && controllerutil.ContainsFinalizer(u, r.finalizer))
+	}()
 	if paused(u) {
 		log.V(4).Info("Machine is paused")
 		return ctrl.Result{}, nil
@@ -232,14 +254,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if deleting {
 			// With its Provider gone the backend can no longer be reached through banlieue;
 			// holding the machine forever would block the VM, so it is released.
-			log.Info("Provider is gone; releasing the machine without deleting a backend VM", "Provider", klog.KRef(spec.ProviderRef.Namespace, spec.ProviderRef.Name))
+			log.Info("Provider is gone; releasing the machine without deleting a backend VM")
 			return ctrl.Result{}, r.removeFinalizer(ctx, u)
 		}
 		s.ready(metav1.ConditionFalse, infrav1.MachineProviderNotFoundReason, fmt.Sprintf("Provider %s/%s not found", spec.ProviderRef.Namespace, spec.ProviderRef.Name))
 		return ctrl.Result{}, r.patchStatus(ctx, u, before, s)
 	}
 	if p.Spec.Paused {
-		log.V(4).Info("Provider is paused", "Provider", klog.KObj(p))
+		log.V(4).Info("Provider is paused")
 		return ctrl.Result{}, nil
 	}
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -46,6 +47,8 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	watched map[schema.GroupVersionKind]bool
+
+	metrics vmMetrics
 }
 
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines,verbs=get;list;watch;update;patch
@@ -107,7 +110,13 @@ func (r *Reconciler) watchMachines(gvk schema.GroupVersionKind) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	vm := &banlieuev1.VirtualMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, vm); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.forgetName(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if vm.Status.Scheduled != nil {
+		ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KRef(vm.Status.Scheduled.ProviderNamespace, vm.Status.Scheduled.ProviderName)))
 	}
 	if !vm.DeletionTimestamp.IsZero() {
 		return r.withStatus(ctx, vm, r.reconcileDelete)
@@ -121,22 +130,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if vm.Spec.Paused {
 		ctrl.LoggerFrom(ctx).V(4).Info("VirtualMachine is paused")
+		r.metrics.record(vm)
 		return ctrl.Result{}, r.pauseMachine(ctx, vm)
 	}
 	return r.withStatus(ctx, vm, r.reconcileNormal)
 }
 
 // withStatus runs phase, then computes the VM's phase and Ready condition and patches
-// its status once, only when it changed.
+// its status once, only when it changed. Events and metrics follow the status as
+// stored, so a write that failed reports nothing until it is retried.
 func (r *Reconciler) withStatus(ctx context.Context, vm *banlieuev1.VirtualMachine, phase func(context.Context, *scope) error) (ctrl.Result, error) {
 	s := &scope{vm: vm, before: vm.DeepCopy()}
+	// patchStatus replaces s.before rather than changing it, so stored keeps the status
+	// this reconcile started from.
+	stored := s.before
 	err := phase(ctx, s)
 	summarize(s)
 	if err == nil {
 		vm.Status.ObservedGeneration = vm.Generation
 	}
-	if perr := r.patchStatus(ctx, s, false); perr != nil {
+	steps := lifecycleEvents(stored, vm)
+	// A reconcile that reports a step writes only over the status it read: one working
+	// from a cache that has not seen the write that took the step already fails here,
+	// instead of reporting the step a second time.
+	perr := r.patchStatus(ctx, s, len(steps) > 0)
+	if perr != nil {
 		err = errors.Join(err, perr)
+	} else if !s.released {
+		for _, e := range steps {
+			r.event(vm, e.eventType, e.reason, e.action, "%s", e.note)
+		}
+	}
+	if s.released {
+		r.metrics.forget(vm.UID)
+	} else {
+		r.metrics.record(s.before)
+		r.metrics.observeReady(stored, s.before)
 	}
 	if apierrors.IsConflict(err) {
 		// The cache is behind a write; the watch event that catches it up requeues too.

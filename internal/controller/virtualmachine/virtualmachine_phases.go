@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -32,6 +33,9 @@ type scope struct {
 	machine *unstructured.Unstructured
 	// migrating is set while an old machine is removed before the VM moves.
 	migrating bool
+	// movedFrom is the Provider ("namespace/name") the VM left in this reconcile, once
+	// its old machine is gone; the next placement completes the migration.
+	movedFrom string
 	// released is set once the finalizer is removed: the VM is no longer written.
 	released bool
 	// missingRef is set when the VM's class or image does not exist: the VM cannot be
@@ -117,6 +121,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	}
 	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineScheduledReason, "Schedule",
 		"Placed on Provider %s, failure domain %q", d.ProviderKey(), d.FailureDomain)
+	if s.movedFrom != "" {
+		// Reported after the placement's conditional write, so only once.
+		r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMigratedReason, "Migrate",
+			"Old machine on Provider %s is gone; moved to Provider %s", s.movedFrom, d.ProviderKey())
+	}
 	return r.ensureMachine(ctx, s, d, class, image)
 }
 
@@ -141,8 +150,7 @@ func (r *Reconciler) handleInvalidPlacement(ctx context.Context, s *scope, why s
 	if err != nil || !gone {
 		return false, err
 	}
-	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMigratingReason, "Migrate",
-		"Old machine on Provider %s is gone; placing the VM anew", locationOf(vm).ProviderKey())
+	s.movedFrom = locationOf(vm).ProviderKey()
 	if _, ok := vm.Annotations[banlieuev1.MigrateAnnotation]; ok {
 		before := vm.DeepCopy()
 		delete(vm.Annotations, banlieuev1.MigrateAnnotation)
@@ -287,8 +295,9 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 			return fmt.Errorf("failed to apply %s %s: %w", gvk.Kind, vm.Name, err)
 		}
 		if s.machine == nil {
-			r.event(vm, corev1.EventTypeNormal, "MachineCreated", "Create", "Created %s %s", gvk.Kind, vm.Name)
-			ctrl.LoggerFrom(ctx).Info("Created infrastructure machine", gvk.Kind, vm.Name)
+			r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineCreatedReason, "Create", "Created %s %s", gvk.Kind, vm.Name)
+			ctrl.LoggerFrom(ctx).Info("Created infrastructure machine", gvk.Kind, klog.KRef(vm.Namespace, vm.Name),
+				"Provider", klog.KRef(d.ProviderNamespace, d.ProviderName))
 		}
 		s.machine = desired
 	}
@@ -427,7 +436,7 @@ func (r *Reconciler) deleteMachine(ctx context.Context, s *scope) (bool, error) 
 		if err := r.Client.Delete(ctx, s.machine); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("failed to delete %s %s: %w", gvk.Kind, s.machine.GetName(), err)
 		}
-		r.event(vm, corev1.EventTypeNormal, "MachineDeleting", "Delete", "Deleting %s %s", gvk.Kind, s.machine.GetName())
+		r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineDeletingReason, "Delete", "Deleting %s %s", gvk.Kind, s.machine.GetName())
 	}
 	// The machine's watch brings the VM back once its provider has removed it.
 	return false, nil
@@ -442,8 +451,14 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	if controllerutil.ContainsFinalizer(s.vm, banlieuev1.VirtualMachineFinalizer) {
 		before := s.vm.DeepCopy()
 		controllerutil.RemoveFinalizer(s.vm, banlieuev1.VirtualMachineFinalizer)
-		if err := r.Client.Patch(ctx, s.vm, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		// Conditional, like a reported step: a VM read from a stale cache that still shows
+		// the finalizer fails here instead of reporting the removal twice.
+		err := r.Client.Patch(ctx, s.vm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("failed to remove finalizer: %w", err)
+		}
+		if ref := s.vm.Status.InfrastructureRef; err == nil && ref != nil {
+			r.event(s.vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineDeletedReason, "Delete", "%s %s is gone", ref.Kind, ref.Name)
 		}
 	}
 	// The object is gone or about to be; its status needs no more writes.

@@ -27,25 +27,29 @@ type Config struct {
 	MachineOptions []Option
 }
 
-// The RBAC a provider process needs, generated into config/rbac/provider. Secrets and
-// ConfigMaps are only read, one by one, with the uncached API reader; a deployment that
-// knows its Providers' namespaces binds those two rules there alone.
+// The RBAC a provider process needs, generated into config/rbac/provider: a ClusterRole
+// banlieue-provider, a Role banlieue-provider in the namespace where the Providers live
+// ("infra" unless an overlay moves it) and a Role banlieue-provider in the process's own
+// namespace, banlieue-system. Secrets and ConfigMaps are only read, one by one, with the
+// uncached API reader, so the first Role grants get on them there alone; the second holds
+// the leader-election Lease and the core/v1 Events leader election records on it.
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/status;providers/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages,verbs=get;list;watch
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*/status;*/finalizers,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
+// +kubebuilder:rbac:groups="",namespace=infra,resources=secrets;configmaps,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=banlieue-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=banlieue-system,resources=events,verbs=create;patch
 
 // Setup registers a provider's three controllers with mgr, sharing one backend session
 // per Provider: machines of cfg.MachineKind, Providers of cfg.Class and VMImages with
 // a source for cfg.Class.
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	sessions := NewSessions(cfg.Driver, mgr.GetAPIReader())
-	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock)}, cfg.MachineOptions...)
+	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class)}, cfg.MachineOptions...)
 	if err := NewReconciler(mgr.GetClient(), cfg.MachineKind, cfg.Driver, opts...).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", cfg.MachineKind.Kind, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"slices"
-	"strings"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -92,7 +91,7 @@ func (s *session) hostInfo(ctx context.Context) (*hostInfo, error) {
 	}
 	h.failureDomain = s.params[ParamFailureDomain]
 	if h.failureDomain == "" {
-		h.failureDomain = dnsName(h.hostname)
+		h.failureDomain = providersdk.DNSLabel(h.hostname, "localhost")
 	}
 	h.idHost = s.ep.host
 	if h.idHost == "" {
@@ -211,7 +210,7 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 	for k, v := range s.labels {
 		labels[k] = v
 	}
-	labels["host"] = labelValue(h.hostname)
+	labels["host"] = providersdk.LabelValue(h.hostname)
 	return providersdk.Inventory{FailureDomains: []banlieuev1.FailureDomain{{Name: h.failureDomain, Labels: labels, Attributes: attrs}}}, nil
 }
 
@@ -251,33 +250,4 @@ func hostBridges(l *libvirt.Libvirt) (names []string, known bool) {
 		names = append(names, i.Name)
 	}
 	return names, true
-}
-
-// dnsName lowercases s and replaces every character but letters, digits, '-' and '.'
-// with '-', trimmed to 63 characters; "localhost" when nothing is left.
-func dnsName(s string) string {
-	if out := cleanName(strings.ToLower(s), "-.", '-'); out != "" {
-		return out
-	}
-	return "localhost"
-}
-
-// labelValue makes s a valid label value.
-func labelValue(s string) string { return cleanName(s, "-_.", '_') }
-
-// cleanName replaces every byte of s that is neither an ASCII letter or digit nor in
-// punct with repl, and trims the result to 63 bytes that start and end with a letter or
-// digit.
-func cleanName(s, punct string, repl byte) string {
-	b := []byte(s)
-	for i, c := range b {
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && strings.IndexByte(punct, c) < 0 {
-			b[i] = repl
-		}
-	}
-	if len(b) > 63 {
-		b = b[:63]
-	}
-	return strings.Trim(string(b), punct)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
 func TestInventory(t *testing.T) {
@@ -20,7 +21,7 @@ func TestInventory(t *testing.T) {
 	h, _ := s.hostInfo(t.Context())
 	want := []banlieuev1.FailureDomain{{
 		Name:   "rack1-kvm1",
-		Labels: map[string]string{"rack": "r1", "host": labelValue(h.hostname)},
+		Labels: map[string]string{"rack": "r1", "host": providersdk.LabelValue(h.hostname)},
 		Attributes: banlieuev1.FailureDomainAttributes{
 			AvailableStorageClasses: []string{"fast"},
 			AvailableNetworkClasses: []string{"lan"},

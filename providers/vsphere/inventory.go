@@ -128,7 +128,7 @@ func (s *session) describe(fd *failureDomain) banlieuev1.FailureDomain {
 	}
 	return banlieuev1.FailureDomain{
 		Name:       fd.name,
-		Labels:     map[string]string{"dc": labelValue(fd.datacenterName), "cluster": labelValue(fd.clusterName)},
+		Labels:     map[string]string{"dc": providersdk.LabelValue(fd.datacenterName), "cluster": providersdk.LabelValue(fd.clusterName)},
 		Attributes: attrs,
 	}
 }
@@ -280,7 +280,7 @@ func nameDomains(inv *inventory) {
 		return a.clusterPath < b.clusterPath
 	})
 	for _, fd := range inv.domains {
-		name := dnsName(fd.datacenterName + "-" + fd.clusterName)
+		name := providersdk.DNSLabel(fd.datacenterName+"-"+fd.clusterName, "default")
 		if _, clash := inv.byName[name]; clash {
 			sum := sha256.Sum256([]byte(fd.cluster.Value))
 			name = strings.TrimRight(truncate(name, 63-9), "-.") + "-" + hex.EncodeToString(sum[:4])
@@ -366,33 +366,6 @@ func inventoryPath(byRef map[types.ManagedObjectReference]*entity, e *entity) st
 	}
 	slices.Reverse(parts)
 	return "/" + strings.Join(parts, "/")
-}
-
-// dnsName lowercases s and replaces every character but letters, digits, '-' and '.'
-// with '-', trimming to 63 characters that start and end with a letter or digit.
-func dnsName(s string) string {
-	if out := cleanName(strings.ToLower(s), "-.", '-'); out != "" {
-		return out
-	}
-	return "default"
-}
-
-// labelValue makes s a valid label value: letters, digits, '-', '_' and '.', at most 63
-// characters, starting and ending with a letter or digit.
-func labelValue(s string) string { return cleanName(s, "-_.", '_') }
-
-// cleanName replaces every byte of s that is neither an ASCII letter or digit nor in
-// punct with repl, and trims the result to 63 bytes that start and end with a letter or
-// digit.
-func cleanName(s, punct string, repl byte) string {
-	b := []byte(s)
-	for i, c := range b {
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && strings.IndexByte(punct, c) < 0 {
-			b[i] = repl
-		}
-	}
-	return strings.Trim(truncate(string(b), 63), punct)
 }
 
 // truncate cuts s to at most n bytes.

@@ -10,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 )
 
@@ -126,7 +127,7 @@ func TestFailureDomainNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := dnsName(tt.dc + "-" + tt.cluster); got != tt.want {
+			if got := providersdk.DNSLabel(tt.dc+"-"+tt.cluster, "default"); got != tt.want {
 				t.Errorf("dnsName = %q, want %q", got, tt.want)
 			}
 		})

@@ -130,83 +130,70 @@ func (b *Backends) Objects() []client.Object {
 // socket needs no credentials. It is labelled env=dev, so the examples' VM moves here
 // when its providerSelector says dev.
 func LibvirtObjects(d *libvirtd.Daemon) client.Object {
-	return &banlieuev1.Provider{
-		TypeMeta:   metav1.TypeMeta{APIVersion: banlieuev1.GroupVersion.String(), Kind: "Provider"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ProviderNamespace, Name: "kvm-dev", Labels: map[string]string{"dc": "dc1", "env": "dev", "backend": "libvirt"}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-			Connection:       banlieuev1.Connection{Endpoint: d.QEMUURI()},
-			Capabilities: banlieuev1.Capabilities{
-				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast-ssd", Target: map[string]string{libvirt.TargetPool: libvirtPool}}},
-				NetworkClasses: []banlieuev1.ClassMapping{{Name: "prod-net", Target: map[string]string{libvirt.TargetNetwork: libvirtNetwork}}},
-			},
-			// TCG: the examples' EFI guest has no OS, which some nested KVM setups cannot run.
-			Parameters: map[string]string{libvirt.ParamPool: libvirtPool, libvirt.ParamImagePool: libvirtPool, libvirt.ParamDomainType: "qemu"},
-		},
-	}
+	return devProvider("kvm-dev", "libvirt", "dev", banlieuev1.Connection{Endpoint: d.QEMUURI()},
+		map[string]string{libvirt.TargetPool: libvirtPool}, map[string]string{libvirt.TargetNetwork: libvirtNetwork},
+		// TCG: the examples' EFI guest has no OS, which some nested KVM setups cannot run.
+		map[string]string{libvirt.ParamPool: libvirtPool, libvirt.ParamImagePool: libvirtPool, libvirt.ParamDomainType: "qemu"})
 }
 
 // ProxmoxObjects are the Secret (an API token) and the Provider (infra/pve-edge) for the
 // simulated Proxmox VE cluster pve. The Provider is labelled env=edge, so the examples'
 // VM (env=prod) lands on vSphere and moves here when its providerSelector says edge.
 func ProxmoxObjects(pve *proxmoxsim.Simulator) []client.Object {
-	ns, name := ProviderNamespace, "pve-edge"
-	return []client.Object{
-		&corev1.Secret{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			StringData: map[string]string{"tokenID": pve.TokenID, "tokenSecret": pve.TokenSecret},
-		},
-		&banlieuev1.Provider{
-			TypeMeta:   metav1.TypeMeta{APIVersion: banlieuev1.GroupVersion.String(), Kind: "Provider"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"dc": "dc1", "env": "edge", "backend": "proxmox"}},
-			Spec: banlieuev1.ProviderSpec{
-				ProviderClassRef: banlieuev1.LocalObjectReference{Name: "proxmox"},
-				Connection: banlieuev1.Connection{
-					Endpoint:       pve.URL,
-					CredentialsRef: &banlieuev1.LocalObjectReference{Name: name},
-					CABundle:       &banlieuev1.CABundle{Inline: string(pve.CACert)},
-				},
-				Capabilities: banlieuev1.Capabilities{
-					StorageClasses: []banlieuev1.ClassMapping{{Name: "fast-ssd", Target: map[string]string{"storage": "local-lvm"}}},
-					NetworkClasses: []banlieuev1.ClassMapping{{Name: "prod-net", Target: map[string]string{"bridge": "vmbr0"}}},
-				},
-				// The template lives on pve1's local storage, which a clone cannot leave.
-				Parameters: map[string]string{"node": "pve1"},
-			},
-		},
-	}
+	const name = "pve-edge"
+	p := devProvider(name, "proxmox", "edge", simConnection(pve.URL, name, pve.CACert),
+		map[string]string{"storage": "local-lvm"}, map[string]string{"bridge": "vmbr0"},
+		// The template lives on pve1's local storage, which a clone cannot leave.
+		map[string]string{"node": "pve1"})
+	return []client.Object{devSecret(name, map[string]string{"tokenID": pve.TokenID, "tokenSecret": pve.TokenSecret}), p}
 }
 
 // VSphereObjects are the Secret and the Provider (infra/vcenter-dc1) for the simulated
 // vCenter vs. The Provider carries the labels examples/ selects (dc, env) and offers the
 // storage and network classes examples/ asks for.
 func VSphereObjects(vs *vspheresim.Simulator) []client.Object {
-	ns, name := ProviderNamespace, "vcenter-dc1"
-	return []client.Object{
-		&corev1.Secret{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			StringData: map[string]string{"username": vs.Username, "password": vs.Password},
-		},
-		&banlieuev1.Provider{
-			TypeMeta:   metav1.TypeMeta{APIVersion: banlieuev1.GroupVersion.String(), Kind: "Provider"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"dc": "dc1", "env": "prod", "backend": "vsphere"}},
-			Spec: banlieuev1.ProviderSpec{
-				ProviderClassRef: banlieuev1.LocalObjectReference{Name: "vsphere"},
-				Connection: banlieuev1.Connection{
-					Endpoint:       vs.URL.String(),
-					CredentialsRef: &banlieuev1.LocalObjectReference{Name: name},
-					CABundle:       &banlieuev1.CABundle{Inline: string(vs.CACert)},
-				},
-				Capabilities: banlieuev1.Capabilities{
-					StorageClasses: []banlieuev1.ClassMapping{{Name: "fast-ssd", Target: map[string]string{"datastore": vspheresim.Datastore}}},
-					NetworkClasses: []banlieuev1.ClassMapping{{Name: "prod-net", Target: map[string]string{"network": vspheresim.Network}}},
-					Features:       []string{"efiSecureBoot"},
-				},
-				Parameters: map[string]string{"datacenter": vspheresim.Datacenter},
+	const name = "vcenter-dc1"
+	p := devProvider(name, "vsphere", "prod", simConnection(vs.URL.String(), name, vs.CACert),
+		map[string]string{"datastore": vspheresim.Datastore}, map[string]string{"network": vspheresim.Network},
+		map[string]string{"datacenter": vspheresim.Datacenter})
+	p.Spec.Capabilities.Features = []string{"efiSecureBoot"}
+	return []client.Object{devSecret(name, map[string]string{"username": vs.Username, "password": vs.Password}), p}
+}
+
+// devProvider is a Provider of class in ProviderNamespace, labelled for examples/ (dc1,
+// env) and offering its classes fast-ssd and prod-net on the given targets.
+func devProvider(name, class, env string, conn banlieuev1.Connection, storage, network, params map[string]string) *banlieuev1.Provider {
+	return &banlieuev1.Provider{
+		TypeMeta:   metav1.TypeMeta{APIVersion: banlieuev1.GroupVersion.String(), Kind: "Provider"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ProviderNamespace, Name: name, Labels: map[string]string{"dc": "dc1", "env": env, "backend": class}},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: class},
+			Connection:       conn,
+			Capabilities: banlieuev1.Capabilities{
+				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast-ssd", Target: storage}},
+				NetworkClasses: []banlieuev1.ClassMapping{{Name: "prod-net", Target: network}},
 			},
+			Parameters: params,
 		},
+	}
+}
+
+// simConnection reaches a simulator at endpoint with the credentials Secret secret and
+// the simulator's own CA.
+func simConnection(endpoint, secret string, ca []byte) banlieuev1.Connection {
+	return banlieuev1.Connection{
+		Endpoint:       endpoint,
+		CredentialsRef: &banlieuev1.LocalObjectReference{Name: secret},
+		CABundle:       &banlieuev1.CABundle{Inline: string(ca)},
+	}
+}
+
+// devSecret is a credentials Secret in ProviderNamespace.
+func devSecret(name string, data map[string]string) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ProviderNamespace, Name: name},
+		StringData: data,
 	}
 }
 

@@ -51,10 +51,11 @@ func (im *Imports) Stop() {
 }
 
 // Ensure returns image uid's import of what key describes (its source, checksum and
-// target), starting run in the background, with ctx's logger, when there is none. A job
-// for another key is cancelled and replaced; a failed one is started again once
-// ImportRetry has passed. run returns the backend's reference to the imported image.
-func (im *Imports) Ensure(ctx context.Context, uid types.UID, key string, run func(ctx context.Context, j *ImportJob) (string, error)) *ImportJob {
+// target), starting run in the background, with ctx's logger, when there is none, and
+// logging its start (from, without credentials), failure or end. A job for another key
+// is cancelled and replaced; a failed one is started again once ImportRetry has passed.
+// run returns the backend's reference to the imported image.
+func (im *Imports) Ensure(ctx context.Context, uid types.UID, key, from string, run func(ctx context.Context, j *ImportJob) (string, error)) *ImportJob {
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	j := im.jobs[uid]
@@ -81,7 +82,14 @@ func (im *Imports) Ensure(ctx context.Context, uid types.UID, key string, run fu
 	go func() {
 		defer im.wg.Done()
 		defer cancel()
+		log := ctrl.LoggerFrom(jctx)
+		log.Info("Importing image", "from", RedactURL(from))
 		ref, err := run(jctx, j)
+		if err != nil {
+			log.Error(err, "Image import failed")
+		} else {
+			log.Info("Imported image", "ref", ref)
+		}
 		j.mu.Lock()
 		j.finished, j.ref, j.err = im.now(), ref, err
 		j.mu.Unlock()

@@ -21,15 +21,8 @@ import (
 func (s *session) importImage(ctx context.Context, img *providersdk.Image, target volumeRef, from string) providersdk.ImageResult {
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("volume", target.String()))
 	key := target.String() + " " + from + " " + img.Source.Checksum
-	j := s.imports.Ensure(ctx, img.UID, key, func(ctx context.Context, j *providersdk.ImportJob) (string, error) {
-		log := ctrl.LoggerFrom(ctx)
-		log.Info("Importing image", "from", providersdk.RedactURL(from))
-		if err := s.runImport(ctx, j, target, from, img.Source.Checksum); err != nil {
-			log.Error(err, "Image import failed")
-			return "", err
-		}
-		log.Info("Imported image")
-		return target.String(), nil
+	j := s.imports.Ensure(ctx, img.UID, key, from, func(ctx context.Context, j *providersdk.ImportJob) (string, error) {
+		return target.String(), s.runImport(ctx, j, target, from, img.Source.Checksum)
 	})
 	return j.Result("volume "+target.String(), from, "libvirt at "+s.ep.safe)
 }

@@ -27,16 +27,8 @@ import (
 func (s *session) importTemplate(ctx context.Context, img *providersdk.Image, name, from string) providersdk.ImageResult {
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("template", name))
 	key := name + " " + from + " " + img.Source.Checksum
-	j := s.imports.Ensure(ctx, img.UID, key, func(ctx context.Context, j *providersdk.ImportJob) (string, error) {
-		log := ctrl.LoggerFrom(ctx)
-		log.Info("Importing template", "from", providersdk.RedactURL(from))
-		ref, err := s.runImport(ctx, j, name, from, img.Source.Checksum)
-		if err != nil {
-			log.Error(err, "Template import failed")
-			return "", err
-		}
-		log.Info("Imported template", "moRef", ref)
-		return ref, nil
+	j := s.imports.Ensure(ctx, img.UID, key, from, func(ctx context.Context, j *providersdk.ImportJob) (string, error) {
+		return s.runImport(ctx, j, name, from, img.Source.Checksum)
 	})
 	return j.Result(fmt.Sprintf("template %q", name), from, "vCenter "+s.host)
 }

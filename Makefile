@@ -5,6 +5,7 @@ SHELL := /usr/bin/env bash -o pipefail
 # Tools are built from the pins in hack/tools/dev on first use (cached per user).
 CONTROLLER_GEN = $(shell bash hack/tool.sh controller-gen)
 GOLANGCI_LINT = $(shell bash hack/tool.sh golangci-lint)
+CRD_REF_DOCS = $(shell bash hack/tool.sh crd-ref-docs)
 # The envtest assets folder is the last line hack/envtest.sh prints; recipes read it into
 # a shell variable so that a failed build fails the target.
 ENVTEST_ASSETS_CMD = bash hack/envtest.sh | tail -n 1
@@ -18,7 +19,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers, and the chart's copies.
+generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the Go types and markers, and the chart's copies.
 	$(CONTROLLER_GEN) object paths=./api/... paths=./test/provider/api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) crd paths=./test/provider/api/... output:crd:dir=test/provider/config/crd
@@ -28,12 +29,14 @@ generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and marke
 	  for f in config/crd/bases/*.yaml; do echo "  - bases/$${f##*/}"; done; } > config/crd/kustomization.yaml
 	@mkdir -p charts/banlieue/crds charts/banlieue/files/rbac && rm -f charts/banlieue/crds/*.yaml && cp config/crd/bases/*.yaml charts/banlieue/crds/
 	@cp config/rbac/role.yaml charts/banlieue/files/rbac/controller.yaml && cp config/rbac/provider/role.yaml charts/banlieue/files/rbac/provider.yaml
+	$(CRD_REF_DOCS) --log-level=ERROR --source-path=./api --renderer=markdown --config=docs/reference/config.yaml \
+	  --templates-dir=docs/reference/templates --output-path=docs/reference/api.md
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale (run `make generate` and commit).
-	@if ! git diff --quiet -- api config test/provider charts || [ -n "$$(git ls-files --others --exclude-standard -- api config test/provider charts)" ]; then \
+	@if ! git diff --quiet -- api config test/provider charts docs/reference || [ -n "$$(git ls-files --others --exclude-standard -- api config test/provider charts docs/reference)" ]; then \
 		echo "Generated files are stale; run 'make generate' and commit the result:"; \
-		git status --short -- api config test/provider charts; exit 1; fi
+		git status --short -- api config test/provider charts docs/reference; exit 1; fi
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.

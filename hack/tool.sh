@@ -15,6 +15,7 @@ if [[ ! -x "$out" ]]; then
 	case "$name" in
 	controller-gen) pkg=sigs.k8s.io/controller-tools/cmd/controller-gen ;;
 	golangci-lint) pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
+	crd-ref-docs) pkg=github.com/elastic/crd-ref-docs ;;
 	*) echo "tool.sh: unknown tool $name" >&2; exit 2 ;;
 	esac
 	echo "tool.sh: building $name" >&2

@@ -188,6 +188,16 @@ type ProviderStatus struct {
 	// +listMapKey=name
 	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
 
+	// failureDomainSummary is the Failure domains column of `kubectl get providers`:
+	// the first names in failureDomains, then how many more there are, e.g.
+	// "dc1-c1, dc1-c2, dc1-c3 (+2 more)". It names the few failure domains most backends
+	// have and stays narrow for many: at most three names in 64 characters, a longer first
+	// name cut with "…". The provider controller writes it with failureDomains; it is
+	// empty when there are none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	FailureDomainSummary string `json:"failureDomainSummary,omitempty"`
+
 	// conditions are Ready, BackendReachable and CredentialsValid.
 	// +optional
 	// +listType=map
@@ -207,7 +217,7 @@ type ProviderStatus struct {
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.providerClassRef.name`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.connection.endpoint`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Failure domains",type=string,JSONPath=`.status.failureDomains[*].name`
+// +kubebuilder:printcolumn:name="Failure domains",type=string,JSONPath=`.status.failureDomainSummary`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Provider struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -181,6 +182,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 	if err == nil {
 		r.backoff.Forget(p.UID)
 		status.FailureDomains = inv.FailureDomains
+		status.FailureDomainSummary = failureDomainSummary(inv.FailureDomains)
 		set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
 		set(banlieuev1.ProviderCredentialsValidCondition, true, banlieuev1.ProviderCredentialsValidReason, "")
 		set(banlieuev1.ReadyCondition, true, banlieuev1.ProviderReadyReason, "")
@@ -218,6 +220,35 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 	default:
 		return ctrl.Result{}, err
 	}
+}
+
+// failureDomainSummary is status.failureDomainSummary for domains: up to three names
+// in at most 64 characters (the first always, cut with "…" when longer), then
+// "(+N more)" for the rest.
+func failureDomainSummary(domains []banlieuev1.FailureDomain) string {
+	const maxNames, maxLen = 3, 64
+	names := make([]string, 0, maxNames)
+	width := 0 // characters of the names and the separators between them
+	for _, d := range domains {
+		name := d.Name
+		if len(names) == 0 && utf8.RuneCountInString(name) > maxLen {
+			name = string([]rune(name)[:maxLen-1]) + "…"
+		}
+		w := utf8.RuneCountInString(name)
+		if len(names) > 0 {
+			w += len(", ")
+		}
+		if len(names) == maxNames || len(names) > 0 && width+w > maxLen {
+			break
+		}
+		names = append(names, name)
+		width += w
+	}
+	summary := strings.Join(names, ", ")
+	if more := len(domains) - len(names); more > 0 {
+		summary += fmt.Sprintf(" (+%d more)", more)
+	}
+	return summary
 }
 
 // reconcileDelete holds the Provider until none of its machines is left, then drops

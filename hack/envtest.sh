@@ -11,17 +11,24 @@ cache_root=${BANLIEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/banlieue}
 key=$(cat "$tools/go.mod" "$tools/go.sum" "$tools/etcd/go.mod" "$tools/etcd/go.sum" | sha256sum | cut -c1-12)
 out="$cache_root/envtest/$key"
 
+mkdir -p "$cache_root/envtest"
+# One build at a time: a second caller (another make, a parallel test) waits for the
+# first and then finds the binaries.
+exec 9>"$cache_root/envtest/.lock"
+flock 9
+
 if [[ -x "$out/kube-apiserver" && -x "$out/kubectl" && -x "$out/etcd" ]]; then
 	echo "$out"
 	exit 0
 fi
 
-mkdir -p "$out.tmp"
+tmp=$(mktemp -d "$out.tmp.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
 echo "envtest: building etcd, kube-apiserver and kubectl into $out (about ten minutes on 2 cores the first time)" >&2
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
-(cd "$tools/etcd" && go build -trimpath -o "$out.tmp/etcd" .)
-(cd "$tools" && go build -trimpath -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
-(cd "$tools" && go build -trimpath -o "$out.tmp/kubectl" k8s.io/kubernetes/cmd/kubectl)
+(cd "$tools/etcd" && go build -trimpath -o "$tmp/etcd" .)
+(cd "$tools" && go build -trimpath -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+(cd "$tools" && go build -trimpath -o "$tmp/kubectl" k8s.io/kubernetes/cmd/kubectl)
 rm -rf "$out"
-mv "$out.tmp" "$out"
+mv "$tmp" "$out"
 echo "$out"

@@ -11,6 +11,11 @@ cache_root=${BANLIEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/banlieue}
 key=$(cat "$tools/go.mod" "$tools/go.sum" | sha256sum | cut -c1-12)
 out="$cache_root/tools/$key/$name"
 
+mkdir -p "$cache_root/tools"
+# One build at a time, so that parallel callers never write the same file.
+exec 9>"$cache_root/tools/.lock"
+flock 9
+
 if [[ ! -x "$out" ]]; then
 	case "$name" in
 	controller-gen) pkg=sigs.k8s.io/controller-tools/cmd/controller-gen ;;

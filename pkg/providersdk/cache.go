@@ -58,6 +58,24 @@ func (c *sessionCache) get(ctx context.Context, key sessionKey, connect func(con
 	return cl, nil
 }
 
+// current returns the Provider's session when it was connected for the Provider's
+// generation, whatever Secret and CA bundle versions it was connected with; nil when
+// there is none.
+func (c *sessionCache) current(provider types.UID, generation int64) Client {
+	c.mu.Lock()
+	s := c.entries[provider]
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil || s.key.generation != generation {
+		return nil
+	}
+	return s.client
+}
+
 // forget disconnects and drops the Provider's session, so the next get connects again.
 func (c *sessionCache) forget(ctx context.Context, provider types.UID) {
 	c.mu.Lock()

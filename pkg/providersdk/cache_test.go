@@ -74,3 +74,30 @@ func TestSessionCacheDoesNotKeepAFailedConnect(t *testing.T) {
 		t.Errorf("connects = %d, want 1: a failed connect must not be cached", d.connects)
 	}
 }
+
+func TestSessionCacheCurrent(t *testing.T) {
+	ctx := context.Background()
+	c, d := newSessionCache(), &countingDriver{}
+	if c.current("p1", 1) != nil {
+		t.Fatal("a Provider never connected has a current session")
+	}
+	if _, err := c.get(ctx, sessionKey{provider: "p1", generation: 1, secretVersion: "10"}, d.connect); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		generation int64
+		want       bool
+	}{
+		{"the generation it was opened for, whatever the Secret's version now", 1, true},
+		{"an edited Provider has none until it reconnects", 2, false},
+	} {
+		if got := c.current("p1", tc.generation) != nil; got != tc.want {
+			t.Errorf("%s: current = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+	c.forget(ctx, "p1")
+	if c.current("p1", 1) != nil {
+		t.Error("a forgotten session is still current")
+	}
+}

@@ -135,7 +135,7 @@ func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, 
 	log := ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KObj(p))
 	var res ImageResult
 	err := withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) error {
-		cl, err := r.sessions.Connect(ctx, p)
+		cl, err := r.sessions.Session(ctx, p)
 		if err == nil {
 			res, err = cl.ResolveImage(ctx, &Image{Name: img.Name, UID: img.UID, Source: *src})
 		}

@@ -272,7 +272,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	err = withBackend(ctx, r.callTimeout, func(ctx context.Context) error {
-		cl, err := r.sessions.Connect(ctx, p)
+		cl, err := r.sessions.Session(ctx, p)
 		if err != nil {
 			return err
 		}

@@ -68,6 +68,20 @@ func (s *Sessions) Connect(ctx context.Context, p *banlieuev1.Provider) (Client,
 	})
 }
 
+// Session returns the Provider's open session without reading its Secret and CA bundle
+// again, as long as the Provider's spec is the one it was opened for; otherwise it
+// connects as Connect does. The machine and VMImage reconcilers use it: they run on every
+// machine event, and an uncached Secret GET per reconcile would cost the API server one
+// read per event. A rotated Secret is still picked up: by the Provider controller's
+// Connect on its next inventory check, or at once when the backend rejects the old
+// credentials, since an Unauthorized answer forgets the session.
+func (s *Sessions) Session(ctx context.Context, p *banlieuev1.Provider) (Client, error) {
+	if cl := s.cache.current(p.UID, p.Generation); cl != nil {
+		return cl, nil
+	}
+	return s.Connect(ctx, p)
+}
+
 // Forget drops the Provider's session, so the next Connect opens a new one.
 func (s *Sessions) Forget(ctx context.Context, provider types.UID) { s.cache.forget(ctx, provider) }
 

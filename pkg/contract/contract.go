@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,8 +17,15 @@ const Version = infrav1.ContractVersion
 // Label is the label that marks a CRD as implementing the machine contract.
 const Label = infrav1.ContractLabel
 
+// Finalizer returns the finalizer a machine of kind gk carries until its provider has
+// deleted the backend VM: "<group>/<lowercase kind>". The provider owns it and removes
+// it; core creates every machine with it already in place, so a machine can never be
+// deleted before its provider has seen it, and the provider needs no write to add it.
+func Finalizer(gk schema.GroupKind) string { return gk.Group + "/" + strings.ToLower(gk.Kind) }
+
 // NewMachine returns an infrastructure machine of kind gvk carrying spec, the part of
-// the spec that core owns. spec.providerID is never written here: it is the provider's.
+// the spec that core owns, and the provider's Finalizer. spec.providerID is never
+// written here: it is the provider's.
 func NewMachine(gvk schema.GroupVersionKind, namespace, name string, spec infrav1.MachineSpec) (*unstructured.Unstructured, error) {
 	spec.ProviderID = ""
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
@@ -28,6 +36,7 @@ func NewMachine(gvk schema.GroupVersionKind, namespace, name string, spec infrav
 	u.SetGroupVersionKind(gvk)
 	u.SetNamespace(namespace)
 	u.SetName(name)
+	u.SetFinalizers([]string{Finalizer(gvk.GroupKind())})
 	return u, nil
 }
 

@@ -35,6 +35,11 @@ func TestNewMachineRoundTrip(t *testing.T) {
 	if u.GetKind() != "VSphereMachine" || u.GetNamespace() != "ns" || u.GetName() != "vm1" {
 		t.Errorf("identity = %s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
 	}
+	// The provider's finalizer is there from the start: the machine cannot go before
+	// its provider has seen it.
+	if diff := cmp.Diff([]string{"infrastructure.banlieue.io/vspheremachine"}, u.GetFinalizers()); diff != "" {
+		t.Errorf("finalizers (-want +got):\n%s", diff)
+	}
 	got, err := Spec(u)
 	if err != nil {
 		t.Fatal(err)

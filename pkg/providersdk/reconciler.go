@@ -76,7 +76,8 @@ type hold struct {
 type Option func(*Reconciler)
 
 // WithFinalizer sets the finalizer the Reconciler owns on its machines. The default is
-// "<group>/<lowercase kind>".
+// contract.Finalizer, which core puts on every machine it creates; with another name
+// the Reconciler adds its own, one more write per machine.
 func WithFinalizer(name string) Option { return func(r *Reconciler) { r.finalizer = name } }
 
 // WithClass sets the provider class the Reconciler's metrics are labelled with. The
@@ -143,7 +144,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		reader:      c,
 		gvk:         gvk,
 		class:       strings.ToLower(strings.TrimSuffix(gvk.Kind, "Machine")),
-		finalizer:   gvk.Group + "/" + strings.ToLower(gvk.Kind),
+		finalizer:   contract.Finalizer(gvk.GroupKind()),
 		callTimeout: DefaultCallTimeout,
 		workers:     10,
 		holds:       map[types.UID]hold{},

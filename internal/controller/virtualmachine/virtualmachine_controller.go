@@ -40,7 +40,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 
 	// machines reads infrastructure machines, as unstructured, from the cache.
-	machines   cache.Cache
+	machines cache.Cache
+	// live reads from the API server, for the few reads the cache may be behind on.
+	live       client.Reader
 	scheme     *runtime.Scheme
 	mapper     meta.RESTMapper
 	controller controller.Controller
@@ -67,6 +69,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		return err
 	}
 	r.machines = mgr.GetCache()
+	r.live = mgr.GetAPIReader()
 	r.scheme = mgr.GetScheme()
 	r.mapper = mgr.GetRESTMapper()
 	r.watched = map[schema.GroupVersionKind]bool{}
@@ -98,7 +101,8 @@ func (r *Reconciler) watchMachines(gvk schema.GroupVersionKind) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	err := r.controller.Watch(source.Kind[client.Object](r.machines, u,
-		handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner())))
+		handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner()),
+		machineChanged()))
 	if err != nil {
 		return fmt.Errorf("failed to watch %s: %w", gvk, err)
 	}

@@ -36,7 +36,10 @@ func lifecycleEvents(before, after *banlieuev1.VirtualMachine) []lifecycleEvent 
 	var out []lifecycleEvent
 	if b, a := meta.FindStatusCondition(before.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition),
 		meta.FindStatusCondition(after.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition); a != nil &&
-		(b == nil || b.Status != a.Status || b.Reason != a.Reason) {
+		(b == nil || b.Status != a.Status || b.Reason != a.Reason) &&
+		// A machine that has just been created has reported nothing yet; MachineCreated
+		// already says so.
+		(b != nil || a.Reason != banlieuev1.VirtualMachineMachineNotReadyReason) {
 		out = append(out, infrastructureEvent(after, a))
 	}
 	if b, a := meta.FindStatusCondition(before.Status.Conditions, banlieuev1.VirtualMachinePlacementValidCondition),

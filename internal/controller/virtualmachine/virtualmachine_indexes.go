@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +14,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/internal/placement"
+	"github.com/banlieue/banlieue/pkg/contract"
 )
 
 // Field indexes on VirtualMachines, so that a change to a class, an image or a Provider
@@ -106,4 +108,35 @@ func providerChanged() predicate.Predicate {
 				!equality.Semantic.DeepEqual(o.Status, n.Status)
 		},
 	}
+}
+
+// machineChanged passes every machine event but an update that changed nothing except
+// spec.providerID. A provider writes its status right after the providerID, with the
+// new status.observedGeneration, and that event carries the providerID to the VM in the
+// same status write: one VM write saved per machine.
+func machineChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okOld := e.ObjectOld.(*unstructured.Unstructured)
+			n, okNew := e.ObjectNew.(*unstructured.Unstructured)
+			return !okOld || !okNew || !onlyProviderIDChanged(o, n)
+		},
+	}
+}
+
+// onlyProviderIDChanged reports whether spec.providerID is all that differs between two
+// versions of a machine, besides what every write changes.
+func onlyProviderIDChanged(o, n *unstructured.Unstructured) bool {
+	if contract.ProviderID(o) == contract.ProviderID(n) {
+		return false
+	}
+	rest := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "spec", "providerID")
+		for _, f := range []string{"resourceVersion", "generation", "managedFields"} {
+			unstructured.RemoveNestedField(c.Object, "metadata", f)
+		}
+		return c.Object
+	}
+	return equality.Semantic.DeepEqual(rest(o), rest(n))
 }

@@ -111,6 +111,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	}
 	vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: kind.APIGroup, Kind: kind.Kind, Name: vm.Name}
 	setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, true, banlieuev1.VirtualMachinePlacementValidReason, "")
+	// Written now what the VM says once its new machine exists, so that creating the
+	// machine costs no second status write.
+	machineNotReady(vm)
+	vm.Status.ObservedGeneration = vm.Generation
 	// The placement is recorded before the machine is created, so a controller that
 	// dies in between finds it again instead of placing the VM a second time. The write
 	// is conditional on the VM's resourceVersion: a reconcile working from a cache that
@@ -254,9 +258,15 @@ func (r *Reconciler) getMachine(ctx context.Context, s *scope, gvk schema.GroupV
 	if err := r.watchMachines(gvk); err != nil {
 		return err
 	}
+	return r.readMachine(ctx, r.machines, s, gvk)
+}
+
+// readMachine reads the VM's infrastructure machine with reader into s.machine, or nil
+// when it does not exist.
+func (r *Reconciler) readMachine(ctx context.Context, reader client.Reader, s *scope, gvk schema.GroupVersionKind) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	err := r.machines.Get(ctx, client.ObjectKey{Namespace: s.vm.Namespace, Name: s.vm.Status.InfrastructureRef.Name}, u)
+	err := reader.Get(ctx, client.ObjectKey{Namespace: s.vm.Namespace, Name: s.vm.Status.InfrastructureRef.Name}, u)
 	switch {
 	case apierrors.IsNotFound(err):
 		s.machine = nil
@@ -276,6 +286,14 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 	gvk := schema.GroupVersionKind{Group: kind.APIGroup, Version: kind.Version, Kind: kind.Kind}
 	if err := r.getMachine(ctx, s, gvk); err != nil {
 		return err
+	}
+	if s.machine == nil {
+		// The reconcile that follows the placement's own status write usually finds a
+		// cache that has not seen the machine created a moment ago; a read costs the API
+		// server less than applying the machine a second time.
+		if err := r.readMachine(ctx, r.live, s, gvk); err != nil {
+			return err
+		}
 	}
 	if s.machine != nil && !metav1.IsControlledBy(s.machine, vm) {
 		return fmt.Errorf("%s %s exists and is not controlled by this VirtualMachine; delete or rename it", gvk.Kind, s.machine.GetName())
@@ -410,10 +428,15 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	if c := meta.FindStatusCondition(status.Conditions, banlieuev1.ReadyCondition); c != nil {
 		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
 	} else {
-		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, false, banlieuev1.VirtualMachineMachineNotReadyReason,
-			fmt.Sprintf("%s %s has not reported a Ready condition yet", vm.Status.InfrastructureRef.Kind, vm.Status.InfrastructureRef.Name))
+		machineNotReady(vm)
 	}
 	return nil
+}
+
+// machineNotReady says that the VM's machine has not reported a Ready condition yet.
+func machineNotReady(vm *banlieuev1.VirtualMachine) {
+	setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, false, banlieuev1.VirtualMachineMachineNotReadyReason,
+		fmt.Sprintf("%s %s has not reported a Ready condition yet", vm.Status.InfrastructureRef.Kind, vm.Status.InfrastructureRef.Name))
 }
 
 // deleteMachine deletes the VM's infrastructure machine and reports whether it is gone.

@@ -1,0 +1,254 @@
+// Package harness runs banlieue's binary as real processes for the scale and fault
+// suites: built once, each process with its own kubeconfig, metrics port and log file,
+// killed with SIGKILL and started again, with its CPU time and peak memory read from the
+// kernel. In-process managers cannot be killed mid-write or measured apart, so these
+// suites need processes.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/banlieue/banlieue/test/testenv"
+)
+
+// Build compiles cmd/banlieue into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "banlieue")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue")
+	cmd.Dir = testenv.RepoPath(".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("failed to build banlieue: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Usage is what the kernel counted for a process over all its incarnations.
+type Usage struct {
+	// CPU is user plus system time.
+	CPU time.Duration
+	// PeakRSS is the largest resident set of any incarnation, in bytes.
+	PeakRSS uint64
+}
+
+// Process is one banlieue process (`banlieue controller`, `banlieue provider vsphere`,
+// ...) that can be killed and started again with the same arguments.
+type Process struct {
+	// Name names the process in errors and its log file.
+	Name string
+	// MetricsAddr is the host:port of its Prometheus endpoint.
+	MetricsAddr string
+
+	bin     string
+	args    []string
+	logPath string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	past     Usage // of the incarnations that have exited
+	restarts int
+}
+
+// Start starts bin with args, plus a free loopback metrics port and no health probes,
+// logging to logDir/name.log.
+func Start(bin, logDir, name string, args ...string) (*Process, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{
+		Name:        name,
+		MetricsAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		bin:         bin,
+		logPath:     filepath.Join(logDir, name+".log"),
+	}
+	p.args = append(slices.Clone(args), "--metrics-bind-address", p.MetricsAddr, "--health-probe-bind-address", "0")
+	return p, p.start()
+}
+
+func (p *Process) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return fmt.Errorf("%s is already running", p.Name)
+	}
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("failed to open the log of %s: %w", p.Name, err)
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// The child dies with the test binary, so a failed test leaves no controller behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return fmt.Errorf("failed to start %s: %w", p.Name, err)
+	}
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			p.past.CPU += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			p.past.PeakRSS = max(p.past.PeakRSS, uint64(ru.Maxrss)*1024)
+		}
+		p.cmd = nil
+		close(exited)
+	}()
+	return nil
+}
+
+// Running reports whether the process is alive.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil
+}
+
+// Kill sends SIGKILL, as the kernel's OOM killer or a node failure would, and waits
+// for the process to be gone.
+func (p *Process) Kill() error { return p.signal(syscall.SIGKILL, 0) }
+
+// Stop sends SIGTERM and waits up to grace before killing the process.
+func (p *Process) Stop(grace time.Duration) error { return p.signal(syscall.SIGTERM, grace) }
+
+func (p *Process) signal(sig syscall.Signal, grace time.Duration) error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("failed to signal %s: %w", p.Name, err)
+	}
+	if sig != syscall.SIGKILL {
+		select {
+		case <-exited:
+			return nil
+		case <-time.After(grace):
+			_ = cmd.Process.Kill()
+		}
+	}
+	<-exited
+	return nil
+}
+
+// Restart starts the process again with the same arguments; it must not be running.
+func (p *Process) Restart() error {
+	p.mu.Lock()
+	p.restarts++
+	p.mu.Unlock()
+	return p.start()
+}
+
+// Restarts is how many times Restart was called.
+func (p *Process) Restarts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts
+}
+
+// Usage returns the CPU time of every incarnation so far, the running one included, and
+// the largest resident set any of them reached.
+func (p *Process) Usage() (Usage, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u := p.past
+	if p.cmd == nil {
+		return u, nil
+	}
+	cpu, peak, err := procUsage(p.cmd.Process.Pid)
+	if err != nil {
+		return u, fmt.Errorf("failed to read the usage of %s: %w", p.Name, err)
+	}
+	u.CPU += cpu
+	u.PeakRSS = max(u.PeakRSS, peak)
+	return u, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every Linux ABI Go
+// supports.
+const clockTicks = 100
+
+// procUsage reads a live process's CPU time from /proc/PID/stat and its peak resident
+// set (VmHWM) from /proc/PID/status.
+func procUsage(pid int) (time.Duration, uint64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 13 {
+		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
+	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, err
+	}
+	cpu := time.Duration(utime+stime) * time.Second / clockTicks
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return cpu, kb * 1024, err
+		}
+	}
+	return cpu, 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// Metrics scrapes the process's Prometheus endpoint.
+func (p *Process) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("failed to scrape %s: %w", p.Name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse the metrics of %s: %w", p.Name, err)
+	}
+	return families, nil
+}
+
+// freePort asks the kernel for a free loopback port. Another process could take it
+// before ours binds it; on loopback in a test that window is harmless.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("failed to find a free port: %w", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

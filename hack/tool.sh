@@ -7,6 +7,8 @@ set -euo pipefail
 name=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tools="$here/tools/dev"
+# helm has a module of its own, hack/tools/helm: its dependencies stay apart from these.
+[[ $name == helm ]] && tools="$here/tools/helm"
 cache_root=${BANLIEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/banlieue}
 key=$(cat "$tools/go.mod" "$tools/go.sum" | sha256sum | cut -c1-12)
 out="$cache_root/tools/$key/$name"
@@ -21,6 +23,7 @@ if [[ ! -x "$out" ]]; then
 	controller-gen) pkg=sigs.k8s.io/controller-tools/cmd/controller-gen ;;
 	golangci-lint) pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	crd-ref-docs) pkg=github.com/elastic/crd-ref-docs ;;
+	helm) pkg=helm.sh/helm/v4/cmd/helm ;;
 	*) echo "tool.sh: unknown tool $name" >&2; exit 2 ;;
 	esac
 	echo "tool.sh: building $name" >&2

@@ -92,13 +92,18 @@ func TestEachBinaryRunsLockedDownWithItsOwnIdentity(t *testing.T) {
 			g.Expect(s.Spec.Selector).To(Equal(d.Spec.Selector.MatchLabels))
 
 			// The ServiceAccount is bound cluster-wide to a ClusterRole that reads no
-			// Secret or ConfigMap anywhere.
+			// Secret or ConfigMap anywhere, and holds no Lease and records no core/v1
+			// Event outside its own namespace.
 			bindings := typed[rbacv1.ClusterRoleBinding](g, objs, "ClusterRoleBinding")
 			g.Expect(bindings).To(HaveLen(1))
 			g.Expect(bindings[0].Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: tc.deployment, Namespace: systemNamespace}))
 			for _, r := range clusterRules(g, tc.dir, bindings[0].RoleRef.Name) {
 				g.Expect(r.Resources).NotTo(ContainElements(ContainSubstring("secrets")), "cluster-wide rule %v", r)
 				g.Expect(r.Resources).NotTo(ContainElements(ContainSubstring("configmaps")), "cluster-wide rule %v", r)
+				g.Expect(r.Resources).NotTo(ContainElements(ContainSubstring("leases")), "cluster-wide rule %v", r)
+				if slices.Contains(r.APIGroups, "") {
+					g.Expect(r.Resources).NotTo(ContainElements(ContainSubstring("events")), "cluster-wide rule %v", r)
+				}
 			}
 		})
 	}
@@ -132,10 +137,7 @@ func TestAProviderReadsSecretsAndConfigMapsInTheProvidersNamespaceOnly(t *testin
 			}
 			g.Expect(rules).To(Equal(map[string][]rbacv1.PolicyRule{
 				providersNamespace: {{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get"}}},
-				systemNamespace: {
-					{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-					{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}},
-				},
+				systemNamespace:    leaderElectionRules,
 			}))
 			bindings := typed[rbacv1.RoleBinding](g, objs, "RoleBinding")
 			g.Expect(bindings).To(HaveLen(2))
@@ -146,6 +148,55 @@ func TestAProviderReadsSecretsAndConfigMapsInTheProvidersNamespaceOnly(t *testin
 			}
 		})
 	}
+}
+
+// leaderElectionRules are what leader election needs in the system namespace: its Lease,
+// and the core/v1 Events it records on it.
+var leaderElectionRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}},
+}
+
+func TestTheCoreControllerElectsALeaderInTheSystemNamespaceOnly(t *testing.T) {
+	g := NewWithT(t)
+	objs, err := render(testenv.RepoPath("config/default"))
+	g.Expect(err).NotTo(HaveOccurred())
+	roles := typed[rbacv1.Role](g, objs, "Role")
+	g.Expect(roles).To(HaveLen(1))
+	g.Expect(roles[0].Name).To(Equal(coreServiceAccount))
+	g.Expect(roles[0].Namespace).To(Equal(systemNamespace))
+	g.Expect(roles[0].Rules).To(Equal(leaderElectionRules))
+	bindings := typed[rbacv1.RoleBinding](g, objs, "RoleBinding")
+	g.Expect(bindings).To(HaveLen(1))
+	g.Expect(bindings[0].Namespace).To(Equal(systemNamespace))
+	g.Expect(bindings[0].RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: coreServiceAccount}))
+	g.Expect(bindings[0].Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: coreServiceAccount, Namespace: systemNamespace}))
+}
+
+func TestUserDataGrantsTheProvidersSecretsInOneMoreNamespace(t *testing.T) {
+	g := NewWithT(t)
+	objs, err := renderUserData("tenant-a")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(objs).To(HaveLen(2))
+	roles := typed[rbacv1.Role](g, objs, "Role")
+	g.Expect(roles).To(HaveLen(1))
+	g.Expect(roles[0].Namespace).To(Equal("tenant-a"))
+	g.Expect(roles[0].Rules).To(Equal([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}))
+	bindings := typed[rbacv1.RoleBinding](g, objs, "RoleBinding")
+	g.Expect(bindings).To(HaveLen(1))
+	g.Expect(bindings[0].Namespace).To(Equal("tenant-a"))
+	g.Expect(bindings[0].RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: roles[0].Name}))
+
+	// Its subjects are the ServiceAccounts the provider overlays create, all of them.
+	var accounts []rbacv1.Subject
+	for _, class := range []string{"libvirt", "proxmox", "vsphere"} {
+		objs, err := render(testenv.RepoPath("config/providers/" + class))
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, sa := range typed[corev1.ServiceAccount](g, objs, "ServiceAccount") {
+			accounts = append(accounts, rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace})
+		}
+	}
+	g.Expect(bindings[0].Subjects).To(Equal(accounts))
 }
 
 func TestAnOverlayMovesTheProvidersNamespace(t *testing.T) {

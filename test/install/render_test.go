@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -24,6 +26,9 @@ const (
 	systemNamespace = "banlieue-system"
 	// providersNamespace is the Providers' namespace the provider overlays default to.
 	providersNamespace = "infra"
+	// userNamespace is a user's namespace, with VMs whose user-data Secrets the providers
+	// read: install grants that with config/providers/user-data.
+	userNamespace = "tenant"
 	// fieldOwner is the field manager of the suite's server-side applies.
 	fieldOwner = client.FieldOwner("banlieue-install-test")
 )
@@ -54,7 +59,8 @@ func render(dir string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// renderAll renders every overlay, in order.
+// renderAll renders every overlay, in order, then config/providers/user-data for
+// userNamespace.
 func renderAll() ([]*unstructured.Unstructured, error) {
 	var all []*unstructured.Unstructured
 	for _, o := range overlays {
@@ -64,7 +70,31 @@ func renderAll() ([]*unstructured.Unstructured, error) {
 		}
 		all = append(all, objs...)
 	}
-	return all, nil
+	objs, err := renderUserData(userNamespace)
+	if err != nil {
+		return nil, err
+	}
+	return append(all, objs...), nil
+}
+
+// renderUserData renders config/providers/user-data for namespace, through the overlay
+// its kustomization.yaml tells an operator to write.
+func renderUserData(namespace string) ([]*unstructured.Unstructured, error) {
+	dir, err := os.MkdirTemp("", "banlieue-user-data-")
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the overlay's folder: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	// kustomize takes a relative path to a base only.
+	base, err := filepath.Rel(dir, testenv.RepoPath("config/providers/user-data"))
+	if err != nil {
+		return nil, fmt.Errorf("failed to locate config/providers/user-data: %w", err)
+	}
+	kustomization := "resources: [" + base + "]\nnamespace: " + namespace + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		return nil, fmt.Errorf("failed to write the overlay: %w", err)
+	}
+	return render(dir)
 }
 
 // apply server-side applies o as the suite's field owner.
@@ -77,8 +107,9 @@ func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.App
 }
 
 // install does what the docs tell an operator to do, against the suite's API server:
-// create the Providers' namespace, then apply config/default and every provider overlay.
-// The Namespaces go first, for real, because a dry-run of an object in a namespace that
+// create the Providers' namespace, then apply config/default and every provider overlay,
+// and let the providers read user-data Secrets in userNamespace (created too, as a
+// user's namespace is before its grant). The Namespaces go first, for real, because a dry-run of an object in a namespace that
 // does not exist yet fails; then every object is applied with dry-run, so that the API
 // server validates each as it comes out of kustomize; then all of them for real.
 func install(ctx context.Context) error {
@@ -86,8 +117,10 @@ func install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providersNamespace}}); err != nil {
-		return fmt.Errorf("failed to create the namespace %s: %w", providersNamespace, err)
+	for _, ns := range []string{providersNamespace, userNamespace} {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return fmt.Errorf("failed to create the namespace %s: %w", ns, err)
+		}
 	}
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {

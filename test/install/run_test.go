@@ -153,13 +153,20 @@ func TestAVMReachesReadyWithTheInstalledRBACOnly(t *testing.T) {
 		}},
 	}
 	g.Expect(k8s.Create(ctx, img)).To(Succeed())
-	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}})).To(Succeed())
+	// The user's namespace, where config/providers/user-data lets the providers read
+	// Secrets, holds the VM's user-data.
+	userData := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: userNamespace, Name: "web-1-user-data"},
+		Data:       map[string][]byte{"user-data": []byte("#cloud-config\nhostname: web-1\n")},
+	}
+	g.Expect(k8s.Create(ctx, userData)).To(Succeed())
 	vm := &banlieuev1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web-1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: userNamespace, Name: "web-1"},
 		Spec: banlieuev1.VirtualMachineSpec{
 			ClassRef:  banlieuev1.LocalObjectReference{Name: class.Name},
 			ImageRef:  banlieuev1.LocalObjectReference{Name: img.Name},
 			Placement: banlieuev1.Placement{ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"site": "install-test"}}},
+			UserData:  &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: userData.Name}},
 		},
 	}
 	g.Expect(k8s.Create(ctx, vm)).To(Succeed())
@@ -174,11 +181,30 @@ func TestAVMReachesReadyWithTheInstalledRBACOnly(t *testing.T) {
 		g.Expect(vm.Status.ProviderID).To(HavePrefix("vsphere://"))
 	}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 
-	// Both processes held their Leases, in the system namespace.
+	// Both processes held their Leases, in the system namespace, and recorded the
+	// core/v1 Event leader election sends there: their RBAC allows both.
 	for _, id := range []string{coreLease, "banlieue-provider-vsphere.banlieue.io"} {
 		lease := &coordinationv1.Lease{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: id}, lease)).To(Succeed())
+		g.Eventually(leaderElectionEvents).WithArguments(id).WithTimeout(10 * time.Second).
+			Should(ContainElement(ContainSubstring(ptr.Deref(lease.Spec.HolderIdentity, "") + " became leader")))
 	}
+}
+
+// leaderElectionEvents returns the messages of the core/v1 Events leader election
+// recorded on the Lease id in the system namespace.
+func leaderElectionEvents(id string) ([]string, error) {
+	events := &corev1.EventList{}
+	if err := k8s.List(context.Background(), events, client.InNamespace(systemNamespace)); err != nil {
+		return nil, err
+	}
+	var messages []string
+	for _, e := range events.Items {
+		if e.Reason == "LeaderElection" && e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == id {
+			messages = append(messages, e.Message)
+		}
+	}
+	return messages, nil
 }
 
 func TestServiceAccountsReadNoSecretOutsideTheirGrant(t *testing.T) {
@@ -191,9 +217,12 @@ func TestServiceAccountsReadNoSecretOutsideTheirGrant(t *testing.T) {
 		{name: "vSphere provider, Secret in the Providers' namespace", serviceAccount: vsphereServiceAccount, namespace: providersNamespace, allowed: true},
 		{name: "vSphere provider, Secret in the system namespace", serviceAccount: vsphereServiceAccount, namespace: systemNamespace},
 		{name: "vSphere provider, Secret in a user's namespace", serviceAccount: vsphereServiceAccount, namespace: "default"},
+		{name: "vSphere provider, Secret in a user's namespace granted by user-data", serviceAccount: vsphereServiceAccount, namespace: userNamespace, allowed: true},
 		{name: "libvirt provider, Secret in the Providers' namespace", serviceAccount: "banlieue-provider-libvirt", namespace: providersNamespace, allowed: true},
+		{name: "Proxmox provider, Secret in a user's namespace granted by user-data", serviceAccount: "banlieue-provider-proxmox", namespace: userNamespace, allowed: true},
 		{name: "core controller, Secret in the Providers' namespace", serviceAccount: coreServiceAccount, namespace: providersNamespace},
 		{name: "core controller, Secret in a user's namespace", serviceAccount: coreServiceAccount, namespace: "default"},
+		{name: "core controller, Secret in a user's namespace granted by user-data", serviceAccount: coreServiceAccount, namespace: userNamespace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -210,27 +239,41 @@ func TestServiceAccountsReadNoSecretOutsideTheirGrant(t *testing.T) {
 	}
 }
 
-func TestAProviderHoldsLeasesInTheSystemNamespaceOnly(t *testing.T) {
+func TestEachBinaryHoldsLeasesAndRecordsCoreEventsInTheSystemNamespaceOnly(t *testing.T) {
 	installed(t)
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name, namespace string
-		allowed         bool
-	}{
-		{name: "Lease in the system namespace", namespace: systemNamespace, allowed: true},
-		{name: "Lease in the Providers' namespace", namespace: providersNamespace},
-		{name: "Lease in a user's namespace", namespace: "default"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			c := impersonatingClient(g, serviceAccountConfig(systemNamespace, vsphereServiceAccount))
-			err := c.Get(ctx, client.ObjectKey{Namespace: tc.namespace, Name: "absent"}, &coordinationv1.Lease{})
-			if tc.allowed {
-				g.Expect(client.IgnoreNotFound(err)).To(Succeed())
-			} else {
-				g.Expect(forbidden(err)).To(BeTrue(), "got %v", err)
-			}
-		})
+	for _, serviceAccount := range []string{coreServiceAccount, vsphereServiceAccount} {
+		for _, tc := range []struct {
+			name, namespace string
+			allowed         bool
+		}{
+			{name: "in the system namespace", namespace: systemNamespace, allowed: true},
+			{name: "in the Providers' namespace", namespace: providersNamespace},
+			{name: "in a user's namespace", namespace: userNamespace},
+		} {
+			t.Run(serviceAccount+" "+tc.name, func(t *testing.T) {
+				g := NewWithT(t)
+				c := impersonatingClient(g, serviceAccountConfig(systemNamespace, serviceAccount))
+				lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.namespace, Name: "rbac-probe"}}
+				// The core/v1 Event leader election records on its Lease.
+				event := &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{Namespace: tc.namespace, Name: "rbac-probe"},
+					InvolvedObject: corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: tc.namespace, Name: "rbac-probe"},
+					Reason:         "LeaderElection", Message: "rbac-probe became leader", Type: corev1.EventTypeNormal,
+				}
+				for _, err := range []error{
+					c.Get(ctx, client.ObjectKeyFromObject(lease), &coordinationv1.Lease{}),
+					c.Create(ctx, lease, client.DryRunAll),
+					c.Create(ctx, event, client.DryRunAll),
+				} {
+					if tc.allowed {
+						g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+					} else {
+						g.Expect(forbidden(err)).To(BeTrue(), "got %v", err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -269,4 +312,8 @@ func TestAStandbyCoreControllerTakesOverTheLease(t *testing.T) {
 	stopFirst()
 	g.Eventually(second.Elected()).WithTimeout(30 * time.Second).Should(BeClosed())
 	g.Eventually(holder).WithTimeout(10 * time.Second).Should(And(Not(BeEmpty()), Not(Equal(firstHolder))))
+
+	// Each leader recorded its election as a core/v1 Event on the Lease.
+	g.Eventually(leaderElectionEvents).WithArguments(coreLease).WithTimeout(10 * time.Second).Should(ContainElements(
+		ContainSubstring(firstHolder+" became leader"), ContainSubstring(holder()+" became leader")))
 }

@@ -27,6 +27,96 @@ config/rbac/provider/role.yaml into files/rbac/): the documents of one file, as 
 {{- end }}
 
 {{/*
+The RBAC of one process, from its generated file (files/rbac/<file>): the ClusterRole,
+bound cluster-wide, and each namespaced Role, bound in its namespace only. The namespaces
+in the markers are the kustomize defaults and stand for values here: banlieue-system is
+the release's namespace, infra is .Values.providersNamespace; a Role generated for any
+other namespace fails the render. Roles that land in one namespace (a release installed
+into the Providers' namespace) are merged into one. Arguments: root, name, component, file.
+*/}}
+{{- define "banlieue.rbac" -}}
+{{- $root := .root }}
+{{- $name := .name }}
+{{- $component := .component }}
+{{- $file := .file }}
+{{- $namespaced := dict }}
+{{- range $doc := (include "banlieue.generatedRBAC" (dict "root" $root "file" $file) | fromYaml).docs }}
+{{- if eq $doc.kind "ClusterRole" }}
+---
+# Generated from the RBAC markers (make generate).
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "banlieue.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ $component }}
+rules:
+  {{- toYaml $doc.rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "banlieue.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ $component }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+{{- else if eq $doc.kind "Role" }}
+{{- $namespace := "" }}
+{{- if eq $doc.metadata.namespace "banlieue-system" }}
+{{- $namespace = $root.Release.Namespace }}
+{{- else if eq $doc.metadata.namespace "infra" }}
+{{- $namespace = $root.Values.providersNamespace }}
+{{- else }}
+{{- fail (printf "%s holds a Role in the namespace %s: map it to a value in the chart's banlieue.rbac" $file $doc.metadata.namespace) }}
+{{- end }}
+{{- $_ := set $namespaced $namespace (concat (get $namespaced $namespace | default (list)) $doc.rules) }}
+{{- else }}
+{{- fail (printf "%s holds a %s: the chart binds ClusterRoles and Roles only" $file $doc.kind) }}
+{{- end }}
+{{- end }}
+{{- range $namespace, $rules := $namespaced }}
+---
+# Generated from the RBAC markers (make generate).
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}
+  namespace: {{ $namespace }}
+  labels:
+    {{- include "banlieue.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ $component }}
+rules:
+  {{- toYaml $rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}
+  namespace: {{ $namespace }}
+  labels:
+    {{- include "banlieue.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ $component }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/*
 One banlieue Deployment. Arguments: root, name, component, args, values (replicas,
 resources, extraArgs, nodeSelector, tolerations, affinity).
 */}}

@@ -59,7 +59,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=banlieue-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=banlieue-system,resources=events,verbs=create;patch
 
 // SetupWithManager registers the controller, its field indexes and its static watches
 // with mgr. Watches on infrastructure machine kinds are added at run time, as Providers

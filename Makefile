@@ -62,9 +62,9 @@ deps: ## Install the Debian packages the tests need (as root, when missing).
 
 .PHONY: test
 test: deps verify vet lint ## Run the whole test suite, with a real API server (never -race: too slow on 2 cores).
-	@assets=$$($(ENVTEST_ASSETS_CMD)); \
-	echo "KUBEBUILDER_ASSETS=$$assets go test ./... -race=false -count=1 -timeout 30m"; \
-	KUBEBUILDER_ASSETS=$$assets go test ./... -race=false -count=1 -timeout 30m
+	@assets=$$($(ENVTEST_ASSETS_CMD)); helm=$$(bash hack/tool.sh helm); \
+	echo "KUBEBUILDER_ASSETS=$$assets HELM=$$helm go test ./... -race=false -count=1 -timeout 30m"; \
+	KUBEBUILDER_ASSETS=$$assets HELM=$$helm go test ./... -race=false -count=1 -timeout 30m
 
 .PHONY: bench
 bench: ## Run the pure benchmarks (no API server needed).

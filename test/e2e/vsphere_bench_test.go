@@ -63,7 +63,9 @@ func BenchmarkVSphereVMsToReady(b *testing.B) {
 		writesAfter := apiWrites(f)
 		writes := writesAfter.total() - writesBefore.total() - benchVMs
 		b.Logf("API writes per VM by resource: %s", writesAfter.perVM(writesBefore, benchVMs))
-		calls := backendCalls() - callsBefore
+		callsAfter := backendCalls()
+		calls := callsAfter.total() - callsBefore.total()
+		b.Logf("vCenter calls per VM by operation: %s", callsAfter.perVM(callsBefore, benchVMs))
 
 		direct := cloneDirectly(f, vs, benchVMs)
 		b.ReportMetric(viaBanlieue.Seconds(), "s-to-ready")
@@ -111,22 +113,23 @@ func cloneDirectly(f *fixture, vs *vspheretest.Simulator, n int) time.Duration {
 	return time.Since(start)
 }
 
-// backendCalls sums providersdk.BackendCalls for the vSphere provider.
-func backendCalls() float64 {
+// backendCalls reads providersdk.BackendCalls for the vSphere provider, by operation.
+func backendCalls() writeCounts {
 	ch := make(chan prometheus.Metric, 1024)
 	go func() { providersdk.BackendCalls.Collect(ch); close(ch) }()
-	total := 0.0
+	calls := writeCounts{}
 	for m := range ch {
 		var d dto.Metric
 		if err := m.Write(&d); err == nil && labelValue(&d, "class") == vsphere.ProviderClass {
-			total += d.GetCounter().GetValue()
+			calls[labelValue(&d, "operation")] += d.GetCounter().GetValue()
 		}
 	}
-	return total
+	return calls
 }
 
-// writeCounts are the API server's own counts of write requests (apiserver_request_total
-// for POST, PUT, PATCH, APPLY and DELETE), by "verb resource[/subresource]".
+// writeCounts are counts by key: the API server's own counts of write requests
+// (apiserver_request_total for POST, PUT, PATCH, APPLY and DELETE) by "verb
+// resource[/subresource]", or backend calls by operation.
 type writeCounts map[string]float64
 
 func (w writeCounts) total() float64 {

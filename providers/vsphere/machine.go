@@ -41,15 +41,15 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 	if err != nil {
 		return providersdk.Observation{}, err
 	}
-	vm, err := s.findVM(ctx, string(m.UID))
-	if err != nil {
-		return providersdk.Observation{}, err
-	}
 	if state == taskRunning && m.Task.Operation == providersdk.OperationClone {
 		// The clone is making the VM, which may be half-made: it exists as far as the
 		// reconciler is concerned, so a machine deleted now waits for it instead of
-		// leaving it behind.
+		// leaving it behind. Until the clone ends, a poll is this one task read.
 		return providersdk.Observation{Exists: true, Task: m.Task}, nil
+	}
+	vm, err := s.findVM(ctx, string(m.UID))
+	if err != nil {
+		return providersdk.Observation{}, err
 	}
 	if vm == nil {
 		return providersdk.Observation{}, nil

@@ -209,6 +209,12 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		set(banlieuev1.ProviderBackendReachableCondition, false, banlieuev1.ProviderNotCheckedReason, "the credentials or CA bundle are missing")
 		set(banlieuev1.ProviderCredentialsValidCondition, false, banlieuev1.ProviderCredentialsNotFoundReason, err.Error())
 		return notReady(banlieuev1.ProviderCredentialsNotFoundReason, err.Error())
+	case connected && errors.As(err, &perm):
+		// The session opened, so the backend answered and took the credentials; what it
+		// refused is the inventory, e.g. for want of a permission or a misspelt parameter.
+		set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
+		set(banlieuev1.ProviderCredentialsValidCondition, true, banlieuev1.ProviderCredentialsValidReason, "")
+		return notReady(banlieuev1.ProviderInventoryFailedReason, perm.Message)
 	case errors.As(err, &perm):
 		set(banlieuev1.ProviderBackendReachableCondition, false, banlieuev1.ProviderNotCheckedReason, "the credentials are invalid")
 		set(banlieuev1.ProviderCredentialsValidCondition, false, banlieuev1.ProviderCredentialsInvalidReason, perm.Message)

@@ -65,6 +65,11 @@ func newProviderReconciler(d providersdk.Driver) *providersdk.ProviderReconciler
 	return providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK, providersdk.NewSessions(d, k8s), time.Minute)
 }
 
+// missingSecret is what a Provider says of its credentials Secret "creds" that does not
+// exist in namespace NS.
+const missingSecret = "secret NS/creds named by spec.connection.credentialsRef does not exist; " +
+	"create it in the Provider's namespace with the keys the provider's guide lists: credentials Secret not found"
+
 func TestProviderStatusSaysWhatIsWrongWithTheBackend(t *testing.T) {
 	domains := []banlieuev1.FailureDomain{{Name: "rack-a", Labels: map[string]string{"rack": "a"}, Attributes: banlieuev1.FailureDomainAttributes{AvailableStorageClasses: []string{"fast"}}}}
 	healthy := func(context.Context) (providersdk.Inventory, error) {
@@ -113,9 +118,20 @@ func TestProviderStatusSaysWhatIsWrongWithTheBackend(t *testing.T) {
 		name:   "a missing credentials Secret says which",
 		driver: backendWith(nil, healthy),
 		want: map[string]string{
-			"Ready":            "False/CredentialsNotFound: secret NS/creds: credentials Secret not found",
+			"Ready":            "False/CredentialsNotFound: " + missingSecret,
 			"BackendReachable": "False/NotChecked: the credentials or CA bundle are missing",
-			"CredentialsValid": "False/CredentialsNotFound: secret NS/creds: credentials Secret not found",
+			"CredentialsValid": "False/CredentialsNotFound: " + missingSecret,
+		},
+	}, {
+		name: "an inventory the backend refuses after taking the credentials is no credentials problem",
+		driver: backendWith(nil, func(context.Context) (providersdk.Inventory, error) {
+			return providersdk.Inventory{}, providersdk.Permanent("PermissionDenied", "the user may not read the datacenter dc1")
+		}),
+		credentials: true,
+		want: map[string]string{
+			"Ready":            "False/InventoryFailed: the user may not read the datacenter dc1",
+			"BackendReachable": "True/Reachable: ",
+			"CredentialsValid": "True/Valid: ",
 		},
 	}, {
 		name: "a failed inventory keeps the backend's other conditions",

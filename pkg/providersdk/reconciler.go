@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -315,13 +317,15 @@ func (r *Reconciler) userData(ctx context.Context, m *Machine) ([]byte, error) {
 	secret := &corev1.Secret{}
 	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ud.SecretRef.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("secret %s/%s: %w", m.Namespace, ud.SecretRef.Name, errUserDataNotFound)
+			return nil, fmt.Errorf("secret %s/%s named by the VM's spec.userData does not exist; create it in the VM's namespace: %w",
+				m.Namespace, ud.SecretRef.Name, errUserDataNotFound)
 		}
 		return nil, fmt.Errorf("failed to get user-data Secret: %w", err)
 	}
 	data, ok := secret.Data[key]
 	if !ok {
-		return nil, fmt.Errorf("secret %s/%s has no key %q: %w", m.Namespace, ud.SecretRef.Name, key, errUserDataNotFound)
+		return nil, fmt.Errorf("secret %s/%s has no key %q (it has %s); add the key, or set the VM's spec.userData.key: %w",
+			m.Namespace, ud.SecretRef.Name, key, keysOf(secret.Data), errUserDataNotFound)
 	}
 	return data, nil
 }
@@ -574,4 +578,13 @@ func (r *Reconciler) held(m *Machine) time.Duration {
 	}
 	delete(r.holds, m.UID)
 	return 0
+}
+
+// keysOf lists a Secret's keys, sorted, for a message; never its values.
+func keysOf(data map[string][]byte) string {
+	if len(data) == 0 {
+		return "no keys"
+	}
+	keys := slices.Sorted(maps.Keys(data))
+	return fmt.Sprintf("%q", keys)
 }

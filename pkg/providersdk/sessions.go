@@ -48,7 +48,8 @@ func (s *Sessions) Connect(ctx context.Context, p *banlieuev1.Provider) (Client,
 		secret := &corev1.Secret{}
 		if err := s.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, secret); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("secret %s/%s: %w", p.Namespace, ref.Name, errCredentialsNotFound)
+				return nil, fmt.Errorf("secret %s/%s named by spec.connection.credentialsRef does not exist; create it in the Provider's namespace with the keys the provider's guide lists: %w",
+					p.Namespace, ref.Name, errCredentialsNotFound)
 			}
 			return nil, fmt.Errorf("failed to get credentials Secret: %w", err)
 		}

@@ -57,7 +57,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	} {
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.name}, ref.obj); err != nil {
 			if apierrors.IsNotFound(err) {
-				s.missingRef = &metav1.Condition{Reason: ref.reason, Message: fmt.Sprintf("%s %s does not exist", ref.kind, ref.name)}
+				s.missingRef = &metav1.Condition{Reason: ref.reason, Message: fmt.Sprintf("%s %s does not exist; create it (the VM's reference cannot be changed)", ref.kind, ref.name)}
 				if vm.Status.Scheduled == nil {
 					setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, s.missingRef.Reason, s.missingRef.Message)
 				}
@@ -72,6 +72,17 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		return err
 	}
 	req, err := r.placementRequest(ctx, vm, class, image)
+	if invalid := (*invalidSelectorError)(nil); errors.As(err, &invalid) {
+		// Retrying cannot help: the VM waits, saying why, until its spec is edited.
+		msg := invalid.Error() + "; fix the VM's spec.placement"
+		if vm.Status.Scheduled == nil {
+			setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, banlieuev1.VirtualMachineNoCandidateReason, msg)
+			return nil
+		}
+		setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, false, banlieuev1.VirtualMachinePlacementInvalidReason,
+			msg+"; the VM stays where it is")
+		return r.mirror(ctx, s)
+	}
 	if err != nil {
 		return err
 	}
@@ -194,16 +205,16 @@ func (r *Reconciler) placementRequest(ctx context.Context, vm *banlieuev1.Virtua
 		return nil, err
 	}
 	req := &placement.Request{Namespace: vm.Namespace, NamespaceLabels: nsLabels, Class: class, Image: image}
-	if req.ProviderSelector, err = selector(vm.Spec.Placement.ProviderSelector); err != nil {
-		return nil, fmt.Errorf("invalid placement.providerSelector: %w", err)
+	if req.ProviderSelector, err = selector("spec.placement.providerSelector", vm.Spec.Placement.ProviderSelector); err != nil {
+		return nil, err
 	}
-	if req.FailureDomainSelector, err = selector(vm.Spec.Placement.FailureDomainSelector); err != nil {
-		return nil, fmt.Errorf("invalid placement.failureDomainSelector: %w", err)
+	if req.FailureDomainSelector, err = selector("spec.placement.failureDomainSelector", vm.Spec.Placement.FailureDomainSelector); err != nil {
+		return nil, err
 	}
-	for _, t := range vm.Spec.Placement.AntiAffinity {
-		sel, err := selector(t.LabelSelector)
+	for i, t := range vm.Spec.Placement.AntiAffinity {
+		sel, err := selector(fmt.Sprintf("spec.placement.antiAffinity[%d].labelSelector", i), t.LabelSelector)
 		if err != nil {
-			return nil, fmt.Errorf("invalid antiAffinity labelSelector: %w", err)
+			return nil, err
 		}
 		if sel == nil {
 			sel = labels.Everything()
@@ -225,11 +236,27 @@ func (r *Reconciler) placementRequest(ctx context.Context, vm *banlieuev1.Virtua
 	return req, nil
 }
 
-func selector(s *banlieuev1.LabelSelector) (labels.Selector, error) {
+// invalidSelectorError is a label selector of the VM's placement that the API server
+// accepted but that does not parse, such as a key that is no label key.
+type invalidSelectorError struct {
+	field string
+	err   error
+}
+
+func (e *invalidSelectorError) Error() string {
+	return fmt.Sprintf("%s is invalid: %v", e.field, e.err)
+}
+
+// selector parses the selector at field; nil when it is unset.
+func selector(field string, s *banlieuev1.LabelSelector) (labels.Selector, error) {
 	if s == nil {
 		return nil, nil
 	}
-	return metav1.LabelSelectorAsSelector(s.AsMetav1())
+	sel, err := metav1.LabelSelectorAsSelector(s.AsMetav1())
+	if err != nil {
+		return nil, &invalidSelectorError{field: field, err: err}
+	}
+	return sel, nil
 }
 
 // load counts the VMs placed in a location, through the cache's field index.

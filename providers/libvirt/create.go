@@ -54,7 +54,7 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providers
 		return providersdk.CreateResult{}, err
 	}
 	if spec.seed != nil {
-		iso, err := buildSeedISO(seed{userData: m.UserData, instanceID: string(m.UID), hostname: m.Name})
+		iso, err := buildSeedISO(seed{userData: m.UserData, instanceID: string(m.UID), hostname: guestHostname(m.Name)})
 		if err != nil {
 			return providersdk.CreateResult{}, err
 		}

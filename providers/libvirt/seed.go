@@ -8,6 +8,8 @@ import (
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
 // Names of cloud-init's NoCloud data source.
@@ -30,6 +32,19 @@ type seed struct {
 // quoted, so no value can add keys.
 func (s seed) metaData() []byte {
 	return fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\n", yamlQuote(s.instanceID), yamlQuote(s.hostname))
+}
+
+// guestHostname is the guest's host name for a machine name: the name itself while each
+// of its dot-separated labels fits in a DNS label's 63 characters, which is what a guest
+// can take (cloud-init sets the first label as the host name, the whole as the FQDN);
+// else the name made one DNS label of 63 characters.
+func guestHostname(name string) string {
+	for _, label := range strings.Split(name, ".") {
+		if len(label) > 63 {
+			return providersdk.DNSLabel(strings.ReplaceAll(name, ".", "-"), "localhost")
+		}
+	}
+	return name
 }
 
 // yamlQuote returns s as a double-quoted YAML scalar.

@@ -88,6 +88,23 @@ func TestBuildSeedISO(t *testing.T) {
 	}
 }
 
+func TestGuestHostname(t *testing.T) {
+	long := strings.Repeat("a", 60) + "-" + strings.Repeat("b", 192) // 253 characters, one label
+	tests := []struct{ name, machine, want string }{
+		{name: "a short name is the host name as it is", machine: "web-1", want: "web-1"},
+		{name: "a name with dots is a host name and a domain", machine: "web-1.prod", want: "web-1.prod"},
+		{name: "a 253-character label is cut to one DNS label", machine: long, want: strings.Repeat("a", 60) + "-bb"},
+		{name: "a long label after a dot makes the whole name one DNS label", machine: "web." + long, want: "web-" + strings.Repeat("a", 59)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := guestHostname(tt.machine); got != tt.want {
+				t.Errorf("guestHostname(%q) = %q, want %q", tt.machine, got, tt.want)
+			}
+		})
+	}
+}
+
 // FuzzBuildSeedISO checks that any user data comes back byte for byte.
 func FuzzBuildSeedISO(f *testing.F) {
 	f.Add([]byte("#cloud-config\n"), "uid-1", "host")

@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -33,6 +34,9 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 	if err := s.get(ctx, "/cluster/resources", map[string]string{"type": "storage"}, &storages); err != nil {
 		return providersdk.Inventory{}, err
 	}
+	if err := s.checkNodeParameter(nodes); err != nil {
+		return providersdk.Inventory{}, err
+	}
 	out := providersdk.Inventory{FailureDomains: []banlieuev1.FailureDomain{}}
 	for _, n := range nodes {
 		if !n.online() || (len(s.nodes) > 0 && !slices.Contains(s.nodes, n.Node)) {
@@ -53,10 +57,42 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 		}
 		out.FailureDomains = append(out.FailureDomains, s.describe(n.Node, has))
 	}
+	if len(out.FailureDomains) == 0 {
+		// Placement takes a Provider without failure domains as one unnamed domain, for
+		// providers that report none; a VM placed there would fail for want of a node.
+		var offline []string
+		for _, n := range nodes {
+			if len(s.nodes) == 0 || slices.Contains(s.nodes, n.Node) {
+				offline = append(offline, n.Node)
+			}
+		}
+		slices.Sort(offline)
+		return providersdk.Inventory{}, fmt.Errorf("no node this Provider may use is online in Proxmox VE cluster %s (%s offline); "+
+			"VMs are placed here again once one is", s.cluster, strings.Join(offline, ", "))
+	}
 	slices.SortFunc(out.FailureDomains, func(a, b banlieuev1.FailureDomain) int {
 		return strings.Compare(a.Name, b.Name)
 	})
 	return out, nil
+}
+
+// checkNodeParameter fails when the Provider's node parameter names nodes and none of
+// them is a node of the cluster, which is a mistake in the Provider, not an outage:
+// a misspelt node would otherwise leave the Provider with no failure domain.
+func (s *session) checkNodeParameter(nodes []clusterNode) error {
+	if len(s.nodes) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if slices.Contains(s.nodes, n.Node) {
+			return nil
+		}
+		names = append(names, n.Node)
+	}
+	slices.Sort(names)
+	return fmt.Errorf("spec.parameters.%s %q names no node of Proxmox VE cluster %s; its nodes are %s",
+		ParamNode, strings.Join(s.nodes, ","), s.cluster, strings.Join(names, ", "))
 }
 
 // describe is a node's failure domain: the classes whose targets it has (a class with

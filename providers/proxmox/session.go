@@ -3,6 +3,7 @@ package proxmox
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -181,7 +182,7 @@ func endpointURL(endpoint string) (*url.URL, error) {
 		endpoint = "https://" + endpoint
 	}
 	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Hostname() == "" {
 		return nil, providersdk.Permanent(infrav1.MachineFailedReason,
 			"spec.connection.endpoint %q is not a Proxmox VE URL such as https://pve.example.com:8006/api2/json", endpoint)
 	}
@@ -189,28 +190,28 @@ func endpointURL(endpoint string) (*url.URL, error) {
 		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "spec.connection.endpoint %q must be an https URL", endpoint)
 	}
 	if u.Port() == "" {
-		u.Host += ":8006"
+		u.Host = net.JoinHostPort(u.Hostname(), "8006")
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.Path = strings.TrimRight(u.Path, "/")
 	if u.Path == "" {
 		u.Path = "/api2/json"
 	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.RawPath = nil, "", false, "", "", ""
 	return u, nil
 }
 
 // credentials reads an API token, or else a user and password, from the Secret's data.
-// Errors name the missing key, never a value.
+// Errors name the key that is missing, empty or not a single line, never a value.
 func credentials(data map[string][]byte, secretRef string) (proxmox.Option, error) {
 	keys := []string{UsernameKey, PasswordKey}
 	if len(data[TokenIDKey]) > 0 || len(data[TokenSecretKey]) > 0 {
 		keys = []string{TokenIDKey, TokenSecretKey}
 	}
 	for _, k := range keys {
-		if len(data[k]) == 0 {
+		if problem := providersdk.CredentialProblem(data, k); problem != "" {
 			return nil, providersdk.Permanent(infrav1.MachineFailedReason,
-				"credentials Secret %s has no %q key (it needs %q and %q, or %q and %q)",
-				secretRef, k, TokenIDKey, TokenSecretKey, UsernameKey, PasswordKey)
+				"credentials Secret %s %s (it needs %q and %q, or %q and %q)",
+				secretRef, problem, TokenIDKey, TokenSecretKey, UsernameKey, PasswordKey)
 		}
 	}
 	if keys[0] == TokenIDKey {

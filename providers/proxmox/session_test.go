@@ -43,7 +43,27 @@ func TestConnect(t *testing.T) {
 	}, {
 		name:  "a Secret with neither a token nor a password is Permanent, naming a key",
 		edit:  func(i *providersdk.ProviderInfo) { i.Credentials = map[string][]byte{} },
-		check: wantErr(providersdk.IsPermanent, `has no "username" key`, ""),
+		check: wantErr(providersdk.IsPermanent, `has no "username" key (it needs "tokenID" and "tokenSecret", or "username" and "password")`, ""),
+	}, {
+		name: "a token with an empty secret is Permanent, naming the key",
+		edit: func(i *providersdk.ProviderInfo) {
+			i.Credentials = map[string][]byte{"tokenID": []byte(sim.TokenID), "tokenSecret": {}}
+		},
+		check: wantErr(providersdk.IsPermanent, `credentials Secret infra/pve-credentials has an empty "tokenSecret" key`, sim.TokenID),
+	}, {
+		// Go refuses a line break in the Authorization header before the request leaves,
+		// which read as an unreachable Proxmox VE with advice to check the endpoint.
+		name: "a token secret that ends in a newline, as echo writes it, is Permanent, not Unreachable",
+		edit: func(i *providersdk.ProviderInfo) {
+			i.Credentials = map[string][]byte{"tokenID": []byte(sim.TokenID), "tokenSecret": []byte(sim.TokenSecret + "\n")}
+		},
+		check: wantErr(providersdk.IsPermanent, `has a "tokenSecret" key that ends in a newline, as echo without -n writes it; write the value with echo -n`, sim.TokenSecret),
+	}, {
+		name: "a token ID with a line break inside is Permanent, not Unreachable",
+		edit: func(i *providersdk.ProviderInfo) {
+			i.Credentials = map[string][]byte{"tokenID": []byte(sim.TokenID + "\r\nX-Injected: 1"), "tokenSecret": []byte(sim.TokenSecret)}
+		},
+		check: wantErr(providersdk.IsPermanent, `has a "tokenID" key with a control character in it`, sim.TokenSecret),
 	}, {
 		name:  "a CA bundle that did not sign the certificate is Unreachable with the caBundle hint",
 		edit:  func(i *providersdk.ProviderInfo) { i.CABundle = other.CACert },
@@ -119,5 +139,32 @@ func TestPathTemplate(t *testing.T) {
 		if got := pathTemplate(path); got != want {
 			t.Errorf("pathTemplate(%q) = %q, want %q", path, got, want)
 		}
+	}
+}
+
+func TestEndpointURL(t *testing.T) {
+	tests := []struct{ name, endpoint, want, wantErr string }{
+		{name: "a bare host gets https, port 8006 and /api2/json", endpoint: "pve.example.com", want: "https://pve.example.com:8006/api2/json"},
+		{name: "an empty port is port 8006", endpoint: "https://pve.example.com:", want: "https://pve.example.com:8006/api2/json"},
+		{name: "an IPv6 address gets port 8006 in brackets", endpoint: "https://[2001:db8::1]", want: "https://[2001:db8::1]:8006/api2/json"},
+		{name: "trailing slashes are dropped", endpoint: "https://pve:8006//", want: "https://pve:8006/api2/json"},
+		{name: "credentials, a query and a fragment are dropped", endpoint: "https://root:pw@pve:8006/api2/json?x=1#y", want: "https://pve:8006/api2/json"},
+		{name: "a colon alone is refused", endpoint: ":", wantErr: `spec.connection.endpoint "https://:" is not a Proxmox VE URL`},
+		{name: "http is refused", endpoint: "http://pve", wantErr: "must be an https URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, err := endpointURL(tt.endpoint)
+			switch {
+			case tt.wantErr != "":
+				if !providersdk.IsPermanent(err) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("endpointURL(%q) = %v, %v; want a Permanent error saying %q", tt.endpoint, u, err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatalf("endpointURL(%q): %v", tt.endpoint, err)
+			case u.String() != tt.want:
+				t.Errorf("endpointURL(%q) = %s, want %s", tt.endpoint, u, tt.want)
+			}
+		})
 	}
 }

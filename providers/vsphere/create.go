@@ -1,9 +1,12 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/vmware/govmomi/fault"
@@ -53,6 +56,9 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providers
 	}
 	if vm != nil {
 		return providersdk.CreateResult{}, s.checkIdentity(vm, m)
+	}
+	if err := checkUserDataSize(m); err != nil {
+		return providersdk.CreateResult{}, err
 	}
 	opts := &infrav1.VSphereOptions{}
 	if m.Object != nil {
@@ -291,9 +297,32 @@ func (s *session) cloneSpec(ctx context.Context, m *providersdk.Machine, pl *pla
 	return spec, nil
 }
 
+// maxGuestInfoUserData is the most user data Create puts into guestinfo.userdata, before
+// its base64 encoding makes it a third larger. Guest info is kept in the VM's .vmx
+// file, which vSphere keeps under 1 MiB (tools.setInfo.sizeLimit); the encoded user
+// data may take three quarters of that, the rest of the VM's configuration the rest.
+const maxGuestInfoUserData = (1 << 20) * 3 / 4 * 3 / 4
+
+// checkUserDataSize refuses user data that guestinfo cannot hold, before a clone would
+// fail on it or, worse, hand the guest a configuration vSphere cut.
+func checkUserDataSize(m *providersdk.Machine) error {
+	if len(m.UserData) <= maxGuestInfoUserData {
+		return nil
+	}
+	ref := "spec.userData"
+	if ud := m.Spec.UserData; ud != nil {
+		ref = fmt.Sprintf("key %q of Secret %s/%s", cmp.Or(ud.Key, "user-data"), m.Namespace, ud.SecretRef.Name)
+	}
+	return providersdk.Permanent(infrav1.MachineUserDataTooLargeReason,
+		"the user data in %s is %d bytes; vSphere hands it to the guest base64-encoded in guestinfo.userdata, "+
+			"in the VM's .vmx file, which holds at most %d bytes of it (576 KiB); make it smaller: gzip it "+
+			"(cloud-init reads gzip-compressed user data) or have it #include the rest from a URL",
+		ref, len(m.UserData), maxGuestInfoUserData)
+}
+
 // extraConfig is the guest info and identity of a new VM.
 func extraConfig(m *providersdk.Machine) []types.BaseOptionValue {
-	meta := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", m.UID, m.Name)
+	meta := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", m.UID, yamlString(hostname(m.Name)))
 	opts := []types.BaseOptionValue{
 		&types.OptionValue{Key: ExtraConfigMachineUID, Value: string(m.UID)},
 		&types.OptionValue{Key: guestinfoMetadata, Value: base64.StdEncoding.EncodeToString([]byte(meta))},
@@ -377,4 +406,36 @@ func first(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// hostname is the guest's host name for a machine name: the name itself while each of
+// its dot-separated labels fits in a DNS label's 63 characters, which is what a guest
+// can take (cloud-init sets the first label as the host name, the whole as the FQDN);
+// else the name made one DNS label of 63 characters.
+func hostname(name string) string {
+	for _, label := range strings.Split(name, ".") {
+		if len(label) > 63 {
+			return providersdk.DNSLabel(strings.ReplaceAll(name, ".", "-"), "localhost")
+		}
+	}
+	return name
+}
+
+// yamlPlain matches the host names that YAML 1.1, as cloud-init reads meta-data, takes
+// as a string when written plain: those that start with a letter and are no boolean or
+// null word.
+var yamlPlain = regexp.MustCompile(`^[a-z][a-z0-9.-]*$`)
+
+// yamlString writes s as a YAML string: plain when YAML reads it back as the same string,
+// else double-quoted, so that a machine named 0777 or yes gets that host name and not the
+// number 511 or true.
+func yamlString(s string) string {
+	switch strings.ToLower(s) {
+	case "y", "yes", "n", "no", "true", "false", "on", "off", "null":
+	default:
+		if yamlPlain.MatchString(s) {
+			return s
+		}
+	}
+	return strconv.Quote(s)
 }

@@ -1,13 +1,19 @@
 package vsphere
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 )
@@ -142,6 +148,74 @@ func TestAVMWithTheMachinesInstanceUUIDIsCheckedForItsUID(t *testing.T) {
 			}
 			if _, err := s.Observe(ctx, m); !tt.wantCheck(err) {
 				t.Errorf("Observe: %v", err)
+			}
+		})
+	}
+}
+
+func TestCreateRefusesUserDataThatGuestinfoCannotHold(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	s := connect(t, sim, NewDriver())
+	tests := []struct {
+		name string
+		size int
+		// want is the reason of the Permanent error Create returns, or "" for a clone.
+		want string
+	}{
+		{name: "user data of exactly 576 KiB is cloned with", size: maxGuestInfoUserData},
+		{name: "user data one byte over 576 KiB is refused, and no VM is made", size: maxGuestInfoUserData + 1, want: infrav1.MachineUserDataTooLargeReason},
+		{name: "user data of 1 MiB, as much as a Secret holds, is refused", size: 1 << 20, want: infrav1.MachineUserDataTooLargeReason},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMachine(fmt.Sprintf("5d6e7f80-91a2-4b3c-8d4e-5f60718293a%d", i))
+			m.UserData = bytes.Repeat([]byte("a"), tt.size)
+			m.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+			res, err := s.Create(ctx, m)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Create: %v", err)
+				}
+				settle(t, s, m, res.Task)
+				theVM(t, sim, string(m.UID))
+				return
+			}
+			var perm *providersdk.PermanentError
+			if !errors.As(err, &perm) || perm.Reason != tt.want {
+				t.Fatalf("Create = %+v, %v; want a Permanent error with reason %s", res, err, tt.want)
+			}
+			wantMsg := fmt.Sprintf(`the user data in key "user-data" of Secret team-a/cloud-init is %d bytes; `+
+				"vSphere hands it to the guest base64-encoded in guestinfo.userdata, in the VM's .vmx file, which holds at most 589824 bytes of it (576 KiB); "+
+				"make it smaller: gzip it (cloud-init reads gzip-compressed user data) or have it #include the rest from a URL", tt.size)
+			if perm.Message != wantMsg {
+				t.Errorf("message\n%s\nwant\n%s", perm.Message, wantMsg)
+			}
+			if vms, err := sim.VMsWithUID(ctx, string(m.UID)); err != nil || len(vms) != 0 {
+				t.Errorf("VMs with the machine's UID: %d, %v; want none", len(vms), err)
+			}
+		})
+	}
+}
+
+func TestGuestHostname(t *testing.T) {
+	long := strings.Repeat("a", 60) + "-" + strings.Repeat("b", 192) // 253 characters, one label
+	tests := []struct {
+		name, machine, want string
+	}{
+		{name: "a short name is the host name as it is", machine: "web-1", want: "web-1"},
+		{name: "a name with dots is a host name and a domain", machine: "web-1.prod", want: "web-1.prod"},
+		{name: "a name that YAML reads as an octal number is quoted", machine: "0777", want: `"0777"`},
+		{name: "a name that YAML reads as a float is quoted", machine: "1.10", want: `"1.10"`},
+		{name: "a name that YAML reads as a boolean is quoted", machine: "yes", want: `"yes"`},
+		{name: "a name that starts with a digit is quoted", machine: "9-lives", want: `"9-lives"`},
+		{name: "a 253-character label is cut to one DNS label", machine: long, want: strings.Repeat("a", 60) + "-bb"},
+		{name: "a long label after a dot makes the whole name one DNS label", machine: "web." + long, want: "web-" + strings.Repeat("a", 59)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := yamlString(hostname(tt.machine)); got != tt.want {
+				t.Errorf("host name of %q = %s, want %s", tt.machine, got, tt.want)
 			}
 		})
 	}

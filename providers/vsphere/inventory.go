@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -45,6 +46,10 @@ type inventory struct {
 	domains []*failureDomain
 	byName  map[string]*failureDomain
 	byHost  map[types.ManagedObjectReference]*failureDomain
+	// datacenters holds the names and inventory paths of every datacenter, with or
+	// without clusters; datacenterNames are their names, sorted.
+	datacenters     map[string]bool
+	datacenterNames []string
 }
 
 // failureDomain is a compute cluster of a datacenter and what its hosts can reach.
@@ -88,6 +93,21 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 	inv, err := s.discover(ctx)
 	if err != nil {
 		return providersdk.Inventory{}, err
+	}
+	if dc := s.params.datacenter; dc != "" && !inv.datacenters[dc] {
+		// A misspelt datacenter would otherwise leave the Provider with no failure domain.
+		return providersdk.Inventory{}, fmt.Errorf("spec.parameters.datacenter %q names no datacenter of vCenter %s; it has %s",
+			dc, s.host, strings.Join(inv.datacenterNames, ", "))
+	}
+	if len(inv.domains) == 0 {
+		// Placement takes a Provider without failure domains as one unnamed domain, for
+		// providers that report none; a VM placed there would fail for want of a cluster.
+		where := "vCenter " + s.host
+		if dc := s.params.datacenter; dc != "" {
+			where = fmt.Sprintf("datacenter %q of vCenter %s", dc, s.host)
+		}
+		return providersdk.Inventory{}, fmt.Errorf("%s has no compute cluster, which is where banlieue places VMs; "+
+			"create one, or set spec.parameters.datacenter to a datacenter that has one", where)
 	}
 	out := providersdk.Inventory{FailureDomains: []banlieuev1.FailureDomain{}}
 	for _, fd := range inv.domains {
@@ -192,7 +212,14 @@ func (s *session) discover(ctx context.Context) (*inventory, error) {
 		byRef[objs[i].ref] = &objs[i]
 	}
 
-	inv := &inventory{byName: map[string]*failureDomain{}, byHost: map[types.ManagedObjectReference]*failureDomain{}}
+	inv := &inventory{byName: map[string]*failureDomain{}, byHost: map[types.ManagedObjectReference]*failureDomain{}, datacenters: map[string]bool{}}
+	for i := range objs {
+		if dc := &objs[i]; dc.ref.Type == "Datacenter" {
+			inv.datacenters[dc.name], inv.datacenters[inventoryPath(byRef, dc)] = true, true
+			inv.datacenterNames = append(inv.datacenterNames, dc.name)
+		}
+	}
+	slices.Sort(inv.datacenterNames)
 	for i := range objs {
 		c := &objs[i]
 		if c.ref.Type != "ClusterComputeResource" {

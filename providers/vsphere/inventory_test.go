@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -108,14 +109,52 @@ func TestInventoryWithoutClassesReportsEmptyLists(t *testing.T) {
 }
 
 func TestInventoryHonoursTheDatacenterParameter(t *testing.T) {
+	sim := vspheretest.Start(t, vspheretest.WithModel(func(m *simulator.Model) { m.Datacenter = 2 }))
+	for _, dc := range []string{"DC1", "/DC1"} {
+		s := connect(t, sim, NewDriver(), func(p *banlieuev1.Provider) { p.Spec.Parameters = map[string]string{"datacenter": dc} })
+		inv, err := s.Inventory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range inv.FailureDomains {
+			if fd.Labels["dc"] != "DC1" {
+				t.Errorf("datacenter %s: failure domain %s is in datacenter %s", dc, fd.Name, fd.Labels["dc"])
+			}
+		}
+		if len(inv.FailureDomains) == 0 {
+			t.Errorf("datacenter %s: no failure domain", dc)
+		}
+	}
+}
+
+func TestInventoryFailsWhenTheDatacenterParameterNamesNoDatacenter(t *testing.T) {
 	sim := vspheretest.Start(t)
 	s := connect(t, sim, NewDriver(), func(p *banlieuev1.Provider) { p.Spec.Parameters = map[string]string{"datacenter": "DC9"} })
-	inv, err := s.Inventory(context.Background())
-	if err != nil {
+	_, err := s.Inventory(context.Background())
+	if err == nil {
+		t.Fatal("a datacenter that does not exist gave an inventory; want an error, so the Provider is not Ready with no failure domain")
+	}
+	want := `spec.parameters.datacenter "DC9" names no datacenter of vCenter ` + s.host + "; it has DC0"
+	if err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if providersdk.IsClassified(err) {
+		t.Errorf("error %v is classified; the Provider controller reports an unclassified Inventory error as InventoryFailed", err)
+	}
+}
+
+func TestInventoryFailsWhenTheDatacenterHasNoCluster(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	if _, err := object.NewRootFolder(sim.Client.Client).CreateDatacenter(ctx, "empty"); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]banlieuev1.FailureDomain{}, inv.FailureDomains); diff != "" {
-		t.Errorf("failure domains of another datacenter (-want +got):\n%s", diff)
+	s := connect(t, sim, NewDriver(), func(p *banlieuev1.Provider) { p.Spec.Parameters = map[string]string{"datacenter": "empty"} })
+	_, err := s.Inventory(ctx)
+	want := `datacenter "empty" of vCenter ` + s.host + " has no compute cluster, which is where banlieue places VMs; " +
+		"create one, or set spec.parameters.datacenter to a datacenter that has one"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Inventory error %v, want %q", err, want)
 	}
 }
 

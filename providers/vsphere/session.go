@@ -148,14 +148,15 @@ func (s *session) Disconnect(ctx context.Context) error {
 }
 
 // endpointURL parses a vCenter endpoint: a URL, or a bare host to which https:// and
-// /sdk are added.
+// /sdk are added. Credentials, a query, a fragment and trailing slashes are dropped, and
+// a URL without a path gets /sdk, so that the result parses to itself.
 func endpointURL(endpoint string) (*url.URL, error) {
 	endpoint = strings.TrimSpace(endpoint)
 	if endpoint == "" {
 		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "spec.connection.endpoint is empty")
 	}
 	u, err := soap.ParseURL(endpoint)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Hostname() == "" {
 		return nil, providersdk.Permanent(infrav1.MachineFailedReason,
 			"spec.connection.endpoint %q is not a vCenter URL such as https://vcenter.example.com/sdk", endpoint)
 	}
@@ -164,16 +165,20 @@ func endpointURL(endpoint string) (*url.URL, error) {
 			"spec.connection.endpoint %q must be an https URL", endpoint)
 	}
 	u.User = nil
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.RawPath = "", false, "", "", ""
+	if u.Path = strings.TrimRight(u.Path, "/"); u.Path == "" {
+		u.Path = "/sdk"
+	}
 	return u, nil
 }
 
 // credentials reads the user name and password from the Secret's data. Errors name the
-// missing key, never a value.
+// key that is missing, empty or not a single line, never a value.
 func credentials(data map[string][]byte, secretRef string) (user, password string, err error) {
 	for _, k := range []string{UsernameKey, PasswordKey} {
-		if len(data[k]) == 0 {
+		if problem := providersdk.CredentialProblem(data, k); problem != "" {
 			return "", "", providersdk.Permanent(infrav1.MachineFailedReason,
-				"credentials Secret %s has no %q key", secretRef, k)
+				"credentials Secret %s %s (it needs %q and %q)", secretRef, problem, UsernameKey, PasswordKey)
 		}
 	}
 	return string(data[UsernameKey]), string(data[PasswordKey]), nil

@@ -53,7 +53,25 @@ func TestConnect(t *testing.T) {
 	}, {
 		name:  "a Secret without a password key is Permanent, naming the key",
 		edit:  func(i *providersdk.ProviderInfo) { i.Credentials = map[string][]byte{"username": []byte(sim.Username)} },
-		check: wantErr(providersdk.IsPermanent, `credentials Secret infra/vc-credentials has no "password" key`, ""),
+		check: wantErr(providersdk.IsPermanent, `credentials Secret infra/vc-credentials has no "password" key (it needs "username" and "password")`, ""),
+	}, {
+		name: "a Secret with an empty username is Permanent, naming the key",
+		edit: func(i *providersdk.ProviderInfo) {
+			i.Credentials = map[string][]byte{"username": {}, "password": []byte(sim.Password)}
+		},
+		check: wantErr(providersdk.IsPermanent, `credentials Secret infra/vc-credentials has an empty "username" key`, sim.Password),
+	}, {
+		name: "a password that ends in a newline, as echo writes it, is Permanent and says how to write it",
+		edit: func(i *providersdk.ProviderInfo) {
+			i.Credentials = map[string][]byte{"username": []byte(sim.Username), "password": []byte(sim.Password + "\n")}
+		},
+		check: wantErr(providersdk.IsPermanent, `has a "password" key that ends in a newline, as echo without -n writes it; write the value with echo -n`, sim.Password),
+	}, {
+		name: "a user name with a control character in it is Permanent",
+		edit: func(i *providersdk.ProviderInfo) {
+			i.Credentials = map[string][]byte{"username": []byte("admin\x00"), "password": []byte(sim.Password)}
+		},
+		check: wantErr(providersdk.IsPermanent, `has a "username" key with a control character in it`, sim.Password),
 	}, {
 		name:  "a closed port is Unreachable, saying the connection was refused",
 		edit:  func(i *providersdk.ProviderInfo) { i.Provider.Spec.Connection.Endpoint = "https://127.0.0.1:1/sdk" },
@@ -166,5 +184,31 @@ func TestRejectedReloginIsUnauthorized(t *testing.T) {
 	_, err := s.Inventory(ctx)
 	if msg := wantErr(providersdk.IsUnauthorized, "Secret infra/vc-credentials", "rotated")(err); msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+func TestEndpointURL(t *testing.T) {
+	tests := []struct{ name, endpoint, want, wantErr string }{
+		{name: "a bare host gets https and /sdk", endpoint: "vc.example.com", want: "https://vc.example.com/sdk"},
+		{name: "a trailing slash gets /sdk", endpoint: "https://vc.example.com/", want: "https://vc.example.com/sdk"},
+		{name: "a fragment is dropped and the path is /sdk", endpoint: "vc.example.com/#", want: "https://vc.example.com/sdk"},
+		{name: "credentials and a query are dropped", endpoint: " https://admin:pw@vc.example.com:8443/sdk?x=1 ", want: "https://vc.example.com:8443/sdk"},
+		{name: "a port without a host is refused", endpoint: "https://:443/sdk", wantErr: `spec.connection.endpoint "https://:443/sdk" is not a vCenter URL`},
+		{name: "another scheme is refused", endpoint: "ftp://vc.example.com", wantErr: "must be an https URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, err := endpointURL(tt.endpoint)
+			switch {
+			case tt.wantErr != "":
+				if !providersdk.IsPermanent(err) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("endpointURL(%q) = %v, %v; want a Permanent error saying %q", tt.endpoint, u, err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatalf("endpointURL(%q): %v", tt.endpoint, err)
+			case u.String() != tt.want:
+				t.Errorf("endpointURL(%q) = %s, want %s", tt.endpoint, u, tt.want)
+			}
+		})
 	}
 }

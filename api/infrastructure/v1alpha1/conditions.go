@@ -43,6 +43,10 @@ const (
 	// MachineUserDataNotFoundReason: the Secret or key in spec.userData does not exist.
 	MachineUserDataNotFoundReason = "UserDataNotFound"
 
+	// MachineUserDataTooLargeReason: the user data in spec.userData is larger than the
+	// backend can hand to the guest; the message gives both sizes and what to do.
+	MachineUserDataTooLargeReason = "UserDataTooLarge"
+
 	// MachineTemplateNotFoundReason: the image's template does not exist on the backend.
 	MachineTemplateNotFoundReason = "TemplateNotFound"
 

@@ -70,10 +70,9 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providers
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
+	// No name check first: vCenter refuses a duplicate name itself, and a search of the
+	// folder before every clone costs a call per VM.
 	name := vmName(m.Namespace, m.Name)
-	if err := s.checkName(ctx, m, pl.folder, name); err != nil {
-		return providersdk.CreateResult{}, err
-	}
 	tmpl, err := s.template(ctx, m)
 	if err != nil {
 		return providersdk.CreateResult{}, err
@@ -84,26 +83,57 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providers
 	}
 	res, err := methods.CloneVM_Task(ctx, s.vim, &types.CloneVM_Task{This: tmpl.ref, Folder: pl.folder, Name: name, Spec: *spec})
 	if err != nil {
-		if fault.Is(err, &types.DuplicateName{}) {
-			return providersdk.CreateResult{}, s.checkName(ctx, m, pl.folder, name)
+		var dup *types.DuplicateName
+		if _, ok := fault.As(err, &dup); ok {
+			return providersdk.CreateResult{}, s.nameTaken(ctx, m, dup, &pl.folder)
 		}
 		return providersdk.CreateResult{}, s.fail("clone template "+tmpl.ref.Value, err)
 	}
 	return providersdk.CreateResult{Task: task(res.Returnval, providersdk.OperationClone)}, nil
 }
 
-// checkName fails when a VM that is not the machine's has its name in the folder.
-func (s *session) checkName(ctx context.Context, m *providersdk.Machine, folder types.ManagedObjectReference, name string) error {
-	obj, err := object.NewSearchIndex(s.vim).FindChild(ctx, object.NewFolder(s.vim, folder), name)
-	if err != nil {
-		return s.fail("look for VM "+name, err)
+// nameTaken decides what a VM that already has the machine's VM name in folder is: the
+// machine's own (adopted: nil, the next look finds it by UUID), one a clone is still
+// making, which after a restart may be the machine's own whose task was lost (waited
+// for), or another's (NameConflict, left alone).
+// The fault names the VM; where it does not, folder (when known) is searched for the name.
+func (s *session) nameTaken(ctx context.Context, m *providersdk.Machine, dup *types.DuplicateName, folder *types.ManagedObjectReference) error {
+	if vm, err := s.findVM(ctx, string(m.UID)); err != nil || vm != nil {
+		return err
 	}
-	if obj == nil {
-		return nil
+	name := vmName(m.Namespace, m.Name)
+	ref := dup.Object
+	if ref.Value == "" && folder != nil {
+		obj, err := object.NewSearchIndex(s.vim).FindChild(ctx, object.NewFolder(s.vim, *folder), name)
+		if err != nil {
+			return s.fail("look for VM "+name, err)
+		}
+		if obj == nil {
+			return providersdk.InFlight(providersdk.OperationClone, "") // gone meanwhile: look again
+		}
+		ref = obj.Reference()
 	}
+	if ref.Value == "" {
+		return nameConflict(m)
+	}
+	var vm mo.VirtualMachine
+	if err := property.DefaultCollector(s.vim).RetrieveOne(ctx, ref, []string{"config.instanceUuid"}, &vm); err != nil {
+		if fault.Is(err, &types.ManagedObjectNotFound{}) {
+			return providersdk.InFlight(providersdk.OperationClone, "")
+		}
+		return s.fail("read VM "+name, err)
+	}
+	if vm.Config == nil || vm.Config.InstanceUuid == "" || vm.Config.InstanceUuid == string(m.UID) {
+		return providersdk.InFlight(providersdk.OperationClone, "")
+	}
+	return nameConflict(m)
+}
+
+// nameConflict says that a VM that is not the machine's has its VM name.
+func nameConflict(m *providersdk.Machine) error {
 	return providersdk.Permanent(infrav1.MachineNameConflictReason,
 		"a VM named %q already exists in the target folder and is not this machine's (it lacks instance UUID %s); rename or remove it",
-		name, m.UID)
+		vmName(m.Namespace, m.Name), m.UID)
 }
 
 // place decides the failure domain, folder, resource pool and datastore of a new VM:

@@ -107,7 +107,16 @@ func TestCreateRefusesAnotherVMWithTheSameName(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = s.Create(ctx, m)
+	// vCenter refuses the name itself, at the call or in the clone's task; either way
+	// the machine is told, and the other VM is left alone.
+	res, err := s.Create(ctx, m)
+	for deadline := time.Now().Add(time.Minute); err == nil && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		m.Task = res.Task
+		var obs providersdk.Observation
+		if obs, err = s.Observe(ctx, m); err == nil && !obs.Task.InFlight() {
+			t.Fatalf("the clone under a taken name was observed as %+v, want it refused", obs)
+		}
+	}
 	if msg := wantErr(providersdk.IsPermanent, `a VM named "team-a-web-1b2c3d4e" already exists in the target folder and is not this machine's`, "")(err); msg != "" {
 		t.Fatal(msg)
 	}

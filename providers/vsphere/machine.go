@@ -97,16 +97,7 @@ func (s *session) taskFailed(ctx context.Context, m *providersdk.Machine, f *typ
 	if f != nil {
 		var dup *types.DuplicateName
 		if _, ok := fault.As(f, &dup); ok && m.Task.Operation == providersdk.OperationClone {
-			vm, err := s.findVM(ctx, string(m.UID))
-			if err != nil {
-				return err
-			}
-			if vm != nil {
-				return nil // an earlier clone made the machine's VM: adopt it
-			}
-			return providersdk.Permanent(infrav1.MachineNameConflictReason,
-				"a VM named %q already exists in the target folder and is not this machine's (it lacks instance UUID %s); rename or remove it",
-				vmName(m.Namespace, m.Name), m.UID)
+			return s.nameTaken(ctx, m, dup, nil)
 		}
 		if fault.Is(f, &types.InvalidPowerState{}) && m.Task.Operation != providersdk.OperationClone {
 			return nil // the VM was already in the state the task asked for

@@ -70,8 +70,17 @@ func addHealthChecks(mgr ctrl.Manager) error {
 // restConfig loads the kubeconfig at path, or when path is empty the usual chain:
 // $KUBECONFIG, the in-cluster service account, ~/.kube/config.
 func restConfig(path string) (*rest.Config, error) {
-	if path != "" {
-		return clientcmd.BuildConfigFromFlags("", path)
+	if path == "" {
+		return ctrl.GetConfig()
 	}
-	return ctrl.GetConfig()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, err
+	}
+	// As ctrl.GetConfig does: no client-side rate limit (client-go's default is 5 requests
+	// a second), the API server's priority and fairness does that job.
+	if cfg.QPS == 0 {
+		cfg.QPS = -1
+	}
+	return cfg, nil
 }

@@ -75,6 +75,18 @@ bench-vsphere: ## 200 VMs to Ready through core and the vSphere provider against
 	@assets=$$($(ENVTEST_ASSETS_CMD)); \
 	KUBEBUILDER_ASSETS=$$assets go test ./test/e2e/ -run '^$$' -bench VSphereVMsToReady -benchtime 1x -count 3 -timeout 30m
 
+.PHONY: test-faults
+test-faults: deps ## The full fault suite: 200 VMs, 24 kill rounds, 60 s backend outages (BANLIEUE_FAULT_SEED replays a run).
+	@assets=$$($(ENVTEST_ASSETS_CMD)); \
+	KUBEBUILDER_ASSETS=$$assets go test ./test/faults/ -run TestFaults -count=1 -v -timeout 60m -args -faults.full
+
+SCALE_N ?= 1000
+.PHONY: bench-scale
+bench-scale: ## SCALE_N (1000) VMs over vcsim, the Proxmox VE simulator and libvirtd through the real binaries; prints docs/performance.md's table.
+	@bash hack/deps.sh || echo "bench-scale: libvirt's packages are missing; the run leaves libvirt out"
+	@assets=$$($(ENVTEST_ASSETS_CMD)); \
+	KUBEBUILDER_ASSETS=$$assets go run ./test/scale -n $(SCALE_N)
+
 ##@ Build
 
 .PHONY: sim-vsphere

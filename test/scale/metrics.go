@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/banlieue/banlieue/test/harness"
+)
+
+// harnessName names this process's own requests (the user's creations and deletions,
+// its VM watch, the metric scrapes) among the processes'.
+const harnessName = "harness (user)"
+
+// writeMethods are the HTTP methods and API server verbs that change objects.
+var writeMethods = []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+
+// counts are counter values by a label's value (or by a key built from labels).
+type counts map[string]float64
+
+// since is c minus before, leaving out keys that did not change.
+func (c counts) since(before counts) counts {
+	d := counts{}
+	for k, v := range c {
+		if v -= before[k]; v != 0 {
+			d[k] = v
+		}
+	}
+	return d
+}
+
+// sum adds up the keys, or every key when none are given.
+func (c counts) sum(keys ...string) float64 {
+	if len(keys) == 0 {
+		keys = slices.Collect(maps.Keys(c))
+	}
+	total := 0.0
+	for _, k := range keys {
+		total += c[k]
+	}
+	return total
+}
+
+// snapshot is every counter the report is made of, at one moment.
+type snapshot struct {
+	at time.Time
+	// requests are each process's own Kubernetes API requests by HTTP method
+	// (client-go's rest_client_requests_total), the harness's included.
+	requests map[string]counts
+	// calls are each provider's backend calls by operation
+	// (banlieue_backend_calls_total), by provider class.
+	calls map[string]counts
+	// apiserver are the API server's own counts (apiserver_request_total) by
+	// "VERB resource[/subresource]", all clients together.
+	apiserver counts
+	// usage is each process's CPU time and peak memory so far.
+	usage map[string]harness.Usage
+}
+
+// snapshot scrapes every process, this one and the API server.
+func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
+	s := &snapshot{at: time.Now(), requests: map[string]counts{}, calls: map[string]counts{}, usage: map[string]harness.Usage{}}
+	for _, p := range b.processes() {
+		families, err := p.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.requests[p.Name] = sumBy(families["rest_client_requests_total"], "method")
+		if u, err := p.Usage(); err == nil {
+			s.usage[p.Name] = u
+		}
+	}
+	for _, be := range b.backends {
+		families, err := be.proc.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.calls[be.class] = sumBy(families["banlieue_backend_calls_total"], "operation")
+	}
+	own, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the harness's own metrics: %w", err)
+	}
+	for _, f := range own {
+		if f.GetName() == "rest_client_requests_total" {
+			s.requests[harnessName] = sumBy(f, "method")
+		}
+	}
+	cs, err := kubernetes.NewForConfig(b.env.Config)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("failed to scrape the API server: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse the API server's metrics: %w", err)
+	}
+	s.apiserver = counts{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		key := label(m, "verb") + " " + label(m, "resource")
+		if sub := label(m, "subresource"); sub != "" {
+			key += "/" + sub
+		}
+		s.apiserver[key] += m.GetCounter().GetValue()
+	}
+	return s, nil
+}
+
+// sumBy adds up a counter family's series by the value of one label.
+func sumBy(f *dto.MetricFamily, name string) counts {
+	c := counts{}
+	for _, m := range f.GetMetric() {
+		c[label(m, name)] += m.GetCounter().GetValue()
+	}
+	return c
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// selfPeakRSS is the peak resident set of this process, which holds the simulators.
+func selfPeakRSS() uint64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return uint64(ru.Maxrss) * 1024
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+)
+
+// mib is a mebibyte.
+const mib = 1 << 20
+
+// machine describes where the run happened.
+type machine struct {
+	cpu, memory, load, goVersion string
+	cores                        int
+}
+
+func describeMachine() machine {
+	m := machine{cores: runtime.NumCPU(), goVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				var kb uint64
+				_, _ = fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+				m.memory = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return m
+}
+
+// providerOf returns obj when it is a Provider of class.
+func providerOf(obj client.Object, class string) *banlieuev1.Provider {
+	if p, ok := obj.(*banlieuev1.Provider); ok && p.Spec.ProviderClassRef.Name == class {
+		return p
+	}
+	return nil
+}
+
+// report renders the run as Markdown.
+func (b *bench) report() string {
+	var w strings.Builder
+	n := float64(b.o.vms)
+	fmt.Fprintf(&w, "### N = %d (%s)\n\n", b.o.vms, b.shares())
+	fmt.Fprintf(&w, "Machine: %d cores (%s), %s RAM, %s; load average %s at the start. Simulators, kube-apiserver and etcd run on the same machine.\n\n",
+		b.machine.cores, b.machine.cpu, b.machine.memory, b.machine.goVersion, b.machine.load)
+
+	coreCreate, provCreate := b.writes(b.before, b.ready)
+	fmt.Fprintf(&w, "| measure | banlieue | direct client | ratio |\n|---|---|---|---|\n")
+	fmt.Fprintf(&w, "| all %d Ready (from the first create) | %s | %s | %.2f |\n", b.o.vms, secs(b.readyAt), secs(b.direct), b.readyAt.Seconds()/b.direct.Seconds())
+	for _, be := range b.backends {
+		d := b.directByClass[be.class]
+		fmt.Fprintf(&w, "| — %s, %d VMs%s | %s | %s | %.2f |\n", be.class, be.vms, cond(be.powerOff, " (PoweredOff)", ""), secs(b.readyBy[be.class]), secs(d), b.readyBy[be.class].Seconds()/d.Seconds())
+	}
+	fmt.Fprintf(&w, "| all deleted (from the delete) | %s | | |\n", secs(b.deletedAt))
+	fmt.Fprintf(&w, "| Kubernetes API writes per VM, create → Ready (core + providers) | %.2f (core %.2f, providers %.2f) | | |\n",
+		(coreCreate+provCreate)/n, coreCreate/n, provCreate/n)
+	coreDel, provDel := b.writes(b.idle, b.deleted)
+	fmt.Fprintf(&w, "| Kubernetes API writes per VM, delete → gone (core + providers) | %.2f (core %.2f, providers %.2f) | | |\n",
+		(coreDel+provDel)/n, coreDel/n, provDel/n)
+	coreIdle, provIdle := b.writes(b.ready, b.idle)
+	calls := 0.0
+	for _, be := range b.backends {
+		calls += b.idle.calls[be.class].since(b.ready.calls[be.class]).sum()
+	}
+	fmt.Fprintf(&w, "| in %s idle after all Ready: API writes (core + providers) | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, coreIdle+provIdle, (coreIdle+provIdle)/n/b.o.idle.Minutes())
+	fmt.Fprintf(&w, "| in %s idle after all Ready: backend calls | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, calls, calls/n/b.o.idle.Minutes())
+	fmt.Fprintf(&w, "| peak RSS of the harness process (simulators, VM watch) | %.0f MiB | | |\n\n", float64(selfPeakRSS())/mib)
+
+	fmt.Fprintf(&w, "Per process: Kubernetes API requests per VM by HTTP method (its own `rest_client_requests_total`; a provider's per VM of its backend, core's and the harness's per VM of all), backend calls per VM of its backend (`banlieue_backend_calls_total`), CPU time over the whole run and peak RSS.\n\n")
+	fmt.Fprintf(&w, "| process | phase | GET | POST | PUT | PATCH | DELETE | writes | backend calls | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, row := range b.processRows() {
+		for _, ph := range b.phases() {
+			req := ph.to.requests[row.name].since(ph.from.requests[row.name])
+			per := row.vms
+			if ph.name == "idle" {
+				per = 1
+			}
+			callCell := ""
+			if row.class != "" {
+				c := ph.to.calls[row.class].since(ph.from.calls[row.class])
+				callCell = fmt.Sprintf("%.2f", c.sum()/per)
+				if ph.name == "idle" {
+					callCell = fmt.Sprintf("%.0f %s", c.sum(), breakdown(c, 1))
+				}
+			}
+			usage := " | "
+			if at := map[string]*snapshot{"create": b.ready, "delete": b.deleted}[ph.name]; at != nil {
+				if u, ok := at.usage[row.name]; ok {
+					usage = fmt.Sprintf("%.1f | %.0f", u.CPU.Seconds(), float64(u.PeakRSS)/mib)
+				}
+			}
+			fmt.Fprintf(&w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.name, ph.label(b.o.idle),
+				num(req["GET"]/per), num(req["POST"]/per), num(req["PUT"]/per), num(req["PATCH"]/per), num(req["DELETE"]/per),
+				num(req.sum(writeMethods...)/per), callCell, usage)
+		}
+	}
+	fmt.Fprintf(&w, "\nCPU s and peak RSS: on the create row, at the moment all were Ready; on the delete row, at the end. Idle rows are absolute counts in the window, not per VM.\n\n")
+
+	fmt.Fprintf(&w, "API server's own count (`apiserver_request_total`, all clients: the harness's %d creations and deletions, the controllers, and kube-apiserver's own lease renewals), per VM:\n\n", b.o.vms)
+	fmt.Fprintf(&w, "| verb resource | create → Ready | delete → gone | idle (count) |\n|---|---|---|---|\n")
+	create, del, idle := b.ready.apiserver.since(b.before.apiserver), b.deleted.apiserver.since(b.idle.apiserver), b.idle.apiserver.since(b.ready.apiserver)
+	keys := map[string]bool{}
+	for _, c := range []counts{create, del, idle} {
+		for k := range c {
+			keys[k] = true
+		}
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		if !strings.HasPrefix(k, "WATCH ") || create[k]+del[k] > 0 {
+			sorted = append(sorted, k)
+		}
+	}
+	slices.SortFunc(sorted, func(a, b string) int {
+		return cmp.Or(cmp.Compare(create[b]+del[b], create[a]+del[a]), strings.Compare(a, b))
+	})
+	for _, k := range sorted {
+		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", k, num(create[k]/n), num(del[k]/n), num(idle[k]))
+	}
+	fmt.Fprintf(&w, "\nBackend calls per VM of the backend, by operation:\n\n| provider | create → Ready | delete → gone |\n|---|---|---|\n")
+	for _, be := range b.backends {
+		per := float64(max(be.vms, 1))
+		fmt.Fprintf(&w, "| %s | %s | %s |\n", be.class,
+			breakdown(b.ready.calls[be.class].since(b.before.calls[be.class]), per),
+			breakdown(b.deleted.calls[be.class].since(b.idle.calls[be.class]), per))
+	}
+	return w.String()
+}
+
+// writes are the Kubernetes API writes core and the providers made between two snapshots.
+func (b *bench) writes(from, to *snapshot) (core, providers float64) {
+	for _, p := range b.processes() {
+		w := to.requests[p.Name].since(from.requests[p.Name]).sum(writeMethods...)
+		if p == b.core {
+			core += w
+		} else {
+			providers += w
+		}
+	}
+	return core, providers
+}
+
+type processRow struct {
+	name, class string
+	vms         float64
+}
+
+func (b *bench) processRows() []processRow {
+	rows := []processRow{{name: b.core.Name, vms: float64(b.o.vms)}}
+	for _, be := range b.backends {
+		rows = append(rows, processRow{name: be.proc.Name, class: be.class, vms: float64(max(be.vms, 1))})
+	}
+	return append(rows, processRow{name: harnessName, vms: float64(b.o.vms)})
+}
+
+type phase struct {
+	name     string
+	from, to *snapshot
+}
+
+func (p phase) label(idle time.Duration) string {
+	if p.name == "idle" {
+		return fmt.Sprintf("idle %s (count)", idle)
+	}
+	return p.name
+}
+
+func (b *bench) phases() []phase {
+	return []phase{{"create", b.before, b.ready}, {"idle", b.ready, b.idle}, {"delete", b.idle, b.deleted}}
+}
+
+// breakdown formats counts divided by per, largest first.
+func breakdown(c counts, per float64) string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(c[b], c[a]), strings.Compare(a, b)) })
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %s", k, num(c[k]/per)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v == float64(int64(v)):
+		return fmt.Sprintf("%d", int64(v))
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+func cond[T any](c bool, a, b T) T {
+	if c {
+		return a
+	}
+	return b
+}

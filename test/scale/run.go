@@ -1,0 +1,458 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/devenv"
+	"github.com/banlieue/banlieue/providers/libvirt"
+	"github.com/banlieue/banlieue/providers/proxmox"
+	"github.com/banlieue/banlieue/providers/vsphere"
+	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
+	"github.com/banlieue/banlieue/test/harness"
+	"github.com/banlieue/banlieue/test/testenv"
+)
+
+const (
+	// namespace holds the measured VirtualMachines.
+	namespace = "scale"
+	// backendLabel on a VM names the backend it is meant for; its providerSelector
+	// selects the dev Provider carrying the same label.
+	backendLabel = "backend"
+	// vsphereTemplate is the template 'banlieue dev' makes in vcsim.
+	vsphereTemplate = "ubuntu-22.04-template"
+	// className and imageName are the VMClass and VMImage every VM uses.
+	className, imageName = "scale-tiny", "scale-image"
+	// setUpTimeout bounds the wait for the Providers and the image to be ready.
+	setUpTimeout = 2 * time.Minute
+	// apiWorkers is how many VirtualMachines the harness creates or deletes at a time.
+	apiWorkers = 16
+)
+
+// backend is one simulated backend, its provider process and its share of the VMs.
+type backend struct {
+	class    string
+	vms      int
+	powerOff bool
+	proc     *harness.Process
+	// direct creates n VMs with the backend's own client library.
+	direct func(ctx context.Context, n int) error
+}
+
+// bench is one run: the control plane, the simulators, the controllers and what was
+// measured.
+type bench struct {
+	o        options
+	env      *testenv.Env
+	sims     *devenv.Backends
+	client   client.Client
+	core     *harness.Process
+	backends []*backend
+	tracker  *tracker
+
+	// Snapshots before the creations, when all are Ready, after the quiet minute
+	// and when all are deleted.
+	before, ready, idle, deleted *snapshot
+	readyAt, deletedAt           time.Duration
+	readyBy                      map[string]time.Duration // by backend class
+	direct                       time.Duration
+	directByClass                map[string]time.Duration
+	machine                      machine
+}
+
+func run(ctx context.Context, o options) (string, error) {
+	var err error
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return "", errors.New("KUBEBUILDER_ASSETS is not set: run 'make bench-scale', or set it to the folder 'bash hack/envtest.sh | tail -n 1' prints")
+	}
+	b := &bench{o: o, machine: describeMachine()}
+	if b.o.dir == "" {
+		if b.o.dir, err = os.MkdirTemp("", "banlieue-scale-"); err != nil {
+			return "", err
+		}
+	} else if err := os.MkdirAll(b.o.dir, 0o755); err != nil {
+		return "", err
+	}
+	logf("Building banlieue into %s (controller logs go there too)", b.o.dir)
+	bin, err := harness.Build(b.o.dir)
+	if err != nil {
+		return "", err
+	}
+	logf("Starting kube-apiserver and etcd")
+	if b.env, err = testenv.Start("config/crd/bases"); err != nil {
+		return "", err
+	}
+	defer func() {
+		if err := b.env.Stop(); err != nil {
+			logf("Warning: %v", err)
+		}
+	}()
+	logf("Starting the simulated backends")
+	if b.sims, err = devenv.StartBackends(); err != nil {
+		return "", err
+	}
+	// The dev vCenter's simulated guests report addresses through a standing property
+	// filter, and vcsim deadlocks when such a filter races concurrent clones (see
+	// docs/performance.md). Ready needs no address, so this run's guests report none.
+	b.sims.VSphere.Stop()
+	if b.sims.VSphere, err = vspheresim.Start(vspheresim.Options{Templates: []string{vsphereTemplate}, GuestAddressDelay: -1}); err != nil {
+		b.sims.VSphere = nil
+		b.stopBackends()
+		return "", err
+	}
+	defer b.stopBackends()
+	cfg := rest.CopyConfig(b.env.Config)
+	// The harness plays a user applying manifests in bulk; the API server's priority
+	// and fairness, not a client-side limiter, should pace it.
+	cfg.QPS = -1
+	if b.client, err = client.New(cfg, client.Options{Scheme: b.env.Scheme}); err != nil {
+		return "", err
+	}
+	// Cancelled first when run returns: the VM watch ends before the API server stops.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := b.startControllers(bin); err != nil {
+		return "", err
+	}
+	defer b.stopControllers()
+	if err := b.setUp(ctx); err != nil {
+		return "", err
+	}
+	if b.tracker, err = startTracker(ctx, cfg, b.env.Scheme, namespace); err != nil {
+		return "", err
+	}
+	if err := b.measure(ctx); err != nil {
+		return "", err
+	}
+	return b.report(), nil
+}
+
+// stopBackends stops the simulators, libvirtd first: a vcsim whose locks a panic
+// leaked (see docs/performance.md) never finishes stopping, and must not keep libvirtd
+// and its networks alive.
+func (b *bench) stopBackends() {
+	if b.sims.Libvirt != nil {
+		b.sims.Libvirt.Stop()
+	}
+	b.sims.Proxmox.Stop()
+	if b.sims.VSphere == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { b.sims.VSphere.Stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		logf("Warning: the vCenter simulator did not stop within 30s")
+	}
+}
+
+// startControllers starts the core controller and one provider per backend, each as
+// its own process with its own API server user.
+func (b *bench) startControllers(bin string) error {
+	b.backends = []*backend{
+		{class: vsphere.ProviderClass, direct: b.directVSphere},
+		{class: proxmox.ProviderClass, direct: b.directProxmox},
+	}
+	if b.sims.Libvirt != nil {
+		b.backends = append(b.backends, &backend{class: libvirt.ProviderClass, powerOff: true, direct: b.directLibvirt})
+	} else {
+		logf("Leaving libvirt out: %s", b.sims.LibvirtUnavailable)
+	}
+	b.spread()
+	var err error
+	if b.core, err = b.startController(bin, "controller", "controller"); err != nil {
+		return err
+	}
+	for _, be := range b.backends {
+		if be.proc, err = b.startController(bin, "provider-"+be.class, "provider", be.class); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startController starts one controller process as an API server user of its own,
+// named banlieue-<name>. Its kubeconfig goes through $KUBECONFIG, which the process
+// loads as it loads an in-cluster config, unless -kubeconfig-flag asks for --kubeconfig.
+func (b *bench) startController(bin, name string, args ...string) (*harness.Process, error) {
+	kubeconfig, err := b.env.Kubeconfig(b.o.dir, "banlieue-"+name)
+	if err != nil {
+		return nil, err
+	}
+	if b.o.kubeconfigFlag {
+		args = append(args, "--kubeconfig", kubeconfig)
+	} else if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {
+		return nil, err
+	}
+	// The child inherits the environment as it is now.
+	return harness.Start(bin, b.o.dir, name, args...)
+}
+
+func (b *bench) stopControllers() {
+	for _, p := range b.processes() {
+		_ = p.Stop(10 * time.Second)
+	}
+}
+
+// processes are the measured controller processes, core first.
+func (b *bench) processes() []*harness.Process {
+	ps := []*harness.Process{b.core}
+	for _, be := range b.backends {
+		if be.proc != nil {
+			ps = append(ps, be.proc)
+		}
+	}
+	return slices.DeleteFunc(ps, func(p *harness.Process) bool { return p == nil })
+}
+
+// spread gives libvirt a bounded share (its VMs are real domains) and splits the rest
+// between vSphere and Proxmox VE.
+func (b *bench) spread() {
+	rest := b.o.vms
+	for _, be := range b.backends {
+		if be.class == libvirt.ProviderClass {
+			be.vms = min(b.o.vms/3, b.o.libvirtMax)
+			rest -= be.vms
+		}
+	}
+	b.backends[0].vms = rest - rest/2
+	b.backends[1].vms = rest / 2
+}
+
+// setUp creates the dev Providers of the simulators, the VMs' namespace, class and
+// image, and waits until every Provider is Ready and the image is ready on each.
+func (b *bench) setUp(ctx context.Context) error {
+	objs := append(b.sims.Objects(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&banlieuev1.VMClass{
+			ObjectMeta: metav1.ObjectMeta{Name: className},
+			Spec: banlieuev1.VMClassSpec{
+				Hardware: banlieuev1.Hardware{CPUs: 1, MemoryMiB: 512, Disks: []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast-ssd"}}},
+				Network:  banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod-net"}}},
+			},
+		},
+		&banlieuev1.VMImage{
+			ObjectMeta: metav1.ObjectMeta{Name: imageName},
+			Spec: banlieuev1.VMImageSpec{
+				OSFamily: "linux", OSDistribution: "ubuntu", OSVersion: "22.04", Architecture: "amd64", GuestAgent: banlieuev1.GuestAgentNone,
+				// The images 'banlieue dev' makes, which examples/ refers to too.
+				Sources: []banlieuev1.ImageSource{
+					{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: vsphereTemplate},
+					{ProviderClass: proxmox.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-2204-tpl"},
+					{ProviderClass: libvirt.ProviderClass, Kind: banlieuev1.ImageSourceBackingFile, Ref: libvirtImage},
+				},
+			},
+		},
+	)
+	var providers []client.ObjectKey
+	for _, obj := range objs {
+		if _, ok := obj.(*banlieuev1.Provider); ok {
+			providers = append(providers, client.ObjectKeyFromObject(obj))
+		}
+		if err := b.env.Client.Create(ctx, obj); err != nil {
+			return fmt.Errorf("failed to create %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+		}
+	}
+	logf("Waiting for %d Providers and the image to be ready", len(providers))
+	ctx, cancel := context.WithTimeout(ctx, setUpTimeout)
+	defer cancel()
+	for {
+		pending := b.notReady(ctx, providers)
+		if pending == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the setup was not ready within %s: %s", setUpTimeout, pending)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// notReady says which of the Providers, or the image, is not ready yet; "" when all are.
+func (b *bench) notReady(ctx context.Context, providers []client.ObjectKey) string {
+	for _, key := range providers {
+		p := &banlieuev1.Provider{}
+		if err := b.env.Client.Get(ctx, key, p); err != nil {
+			return err.Error()
+		}
+		if !meta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ReadyCondition) {
+			return "Provider " + key.String() + " is not Ready"
+		}
+	}
+	img := &banlieuev1.VMImage{}
+	if err := b.env.Client.Get(ctx, client.ObjectKey{Name: imageName}, img); err != nil {
+		return err.Error()
+	}
+	ready := 0
+	for _, row := range img.Status.PerProvider {
+		if row.Ready {
+			ready++
+		}
+	}
+	if ready < len(providers) {
+		return fmt.Sprintf("the image is ready on %d of %d Providers", ready, len(providers))
+	}
+	return ""
+}
+
+// measure creates the VMs, waits until all are Ready, watches the quiet system, deletes
+// the VMs and waits until they are gone, then makes the same creations directly.
+func (b *bench) measure(ctx context.Context) error {
+	var err error
+	if b.before, err = b.snapshot(ctx); err != nil {
+		return err
+	}
+	logf("Creating %d VirtualMachines (%s)", b.o.vms, b.shares())
+	start := time.Now()
+	if err := b.eachVM(ctx, func(ctx context.Context, vm client.Object) error { return b.client.Create(ctx, vm) }); err != nil {
+		return fmt.Errorf("failed to create the VMs: %w", err)
+	}
+	if err := b.tracker.waitFor(ctx, b.o.timeout, "Ready", func(t *tracker) int { return b.o.vms - t.readyCount() }); err != nil {
+		return err
+	}
+	b.readyAt = time.Since(start)
+	b.readyBy = b.tracker.lastReadyBy(start)
+	if b.ready, err = b.snapshot(ctx); err != nil {
+		return err
+	}
+	logf("All %d Ready in %s; watching the quiet system for %s", b.o.vms, b.readyAt.Round(time.Millisecond), b.o.idle)
+	for _, p := range b.processes() {
+		u := b.ready.usage[p.Name]
+		logf("%s: %.1f CPU s, peak RSS %d MiB", p.Name, u.CPU.Seconds(), u.PeakRSS/mib)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.o.idle):
+	}
+	if b.idle, err = b.snapshot(ctx); err != nil {
+		return err
+	}
+	logf("Deleting the VirtualMachines")
+	start = time.Now()
+	// One by one, as kubectl does: a DELETECOLLECTION of thousands of objects outlasts
+	// the API server's request timeout.
+	if err := b.eachVM(ctx, func(ctx context.Context, vm client.Object) error { return b.client.Delete(ctx, vm) }); err != nil {
+		return fmt.Errorf("failed to delete the VMs: %w", err)
+	}
+	if err := b.tracker.waitFor(ctx, b.o.timeout, "deleted", func(t *tracker) int { return t.count() }); err != nil {
+		return err
+	}
+	b.deletedAt = time.Since(start)
+	if b.deleted, err = b.snapshot(ctx); err != nil {
+		return err
+	}
+	logf("All deleted in %s; creating the same VMs directly with the client libraries", b.deletedAt.Round(time.Millisecond))
+	return b.measureDirect(ctx)
+}
+
+// shares lists how many VMs each backend gets.
+func (b *bench) shares() string {
+	s := ""
+	for i, be := range b.backends {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %d", be.class, be.vms)
+		if be.powerOff {
+			s += " PoweredOff"
+		}
+	}
+	return s
+}
+
+// vms are the VirtualMachines to create, the backends taking turns.
+func (b *bench) vms() []*banlieuev1.VirtualMachine {
+	var vms []*banlieuev1.VirtualMachine
+	for i, be := range b.interleaved() {
+		vm := &banlieuev1.VirtualMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("vm-%05d", i), Labels: map[string]string{backendLabel: be.class}},
+			Spec: banlieuev1.VirtualMachineSpec{
+				ClassRef:  banlieuev1.LocalObjectReference{Name: className},
+				ImageRef:  banlieuev1.LocalObjectReference{Name: imageName},
+				Placement: banlieuev1.Placement{ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{backendLabel: be.class}}},
+			},
+		}
+		if be.powerOff {
+			vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff
+		}
+		vms = append(vms, vm)
+	}
+	return vms
+}
+
+// eachVM calls f for every VM, apiWorkers at a time, as a user's pipeline applying
+// or deleting manifests in parallel would.
+func (b *bench) eachVM(ctx context.Context, f func(context.Context, client.Object) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(apiWorkers)
+	for _, vm := range b.vms() {
+		g.Go(func() error {
+			if err := f(ctx, vm); err != nil {
+				return fmt.Errorf("VirtualMachine %s: %w", vm.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// interleaved is one backend per VM to create, the backends taking turns, so that
+// every provider is busy from the start.
+func (b *bench) interleaved() []*backend {
+	left := map[*backend]int{}
+	for _, be := range b.backends {
+		left[be] = be.vms
+	}
+	var order []*backend
+	for len(order) < b.o.vms {
+		for _, be := range b.backends {
+			if left[be] > 0 {
+				order = append(order, be)
+				left[be]--
+			}
+		}
+	}
+	return order
+}
+
+// measureDirect makes each backend's share of creations with its client library, all
+// backends at once, as banlieue did them.
+func (b *bench) measureDirect(ctx context.Context) error {
+	b.directByClass = map[string]time.Duration{}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, be := range b.backends {
+		wg.Go(func() {
+			s := time.Now()
+			err := be.direct(ctx, be.vms)
+			mu.Lock()
+			defer mu.Unlock()
+			b.directByClass[be.class] = time.Since(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("direct %s: %w", be.class, err))
+			}
+		})
+	}
+	wg.Wait()
+	b.direct = time.Since(start)
+	logf("Direct creations done in %s", b.direct.Round(time.Millisecond))
+	return errors.Join(errs...)
+}

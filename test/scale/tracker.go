@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+)
+
+// tracker follows the VirtualMachines through one watch, so that waiting for thousands
+// of them costs the API server nothing but that watch.
+type tracker struct {
+	mu      sync.Mutex
+	backend map[string]string    // VM key → its backend label, for every VM that exists
+	ready   map[string]time.Time // VM key → when it was first seen Ready
+}
+
+// startTracker starts an informer on the VirtualMachines of namespace.
+func startTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (*tracker, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the VM cache: %w", err)
+	}
+	inf, err := c.GetInformer(ctx, &banlieuev1.VirtualMachine{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to watch the VMs: %w", err)
+	}
+	t := &tracker{backend: map[string]string{}, ready: map[string]time.Time{}}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    t.observe,
+		UpdateFunc: func(_, obj any) { t.observe(obj) },
+		DeleteFunc: t.forget,
+	}); err != nil {
+		return nil, err
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the VM cache did not sync")
+	}
+	return t, nil
+}
+
+func (t *tracker) observe(obj any) {
+	vm, ok := obj.(*banlieuev1.VirtualMachine)
+	if !ok {
+		return
+	}
+	key := vm.Namespace + "/" + vm.Name
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.backend[key] = vm.Labels[backendLabel]
+	if _, seen := t.ready[key]; !seen && meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.ReadyCondition) {
+		t.ready[key] = time.Now()
+	}
+}
+
+func (t *tracker) forget(obj any) {
+	key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.backend, key)
+}
+
+// count is how many VMs exist.
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.backend)
+}
+
+// readyCount is how many VMs have been Ready.
+func (t *tracker) readyCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.ready)
+}
+
+// lastReadyBy is, for each backend, how long after start its last VM became Ready.
+func (t *tracker) lastReadyBy(start time.Time) map[string]time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last := map[string]time.Duration{}
+	for key, at := range t.ready {
+		be := t.backend[key]
+		last[be] = max(last[be], at.Sub(start))
+	}
+	return last
+}
+
+// stallTimeout ends a wait in which no VM made progress for this long: the run is stuck
+// (the controllers' logs say why), not slow.
+const stallTimeout = 3 * time.Minute
+
+// waitFor waits until left returns 0, printing progress, for at most timeout.
+func (t *tracker) waitFor(ctx context.Context, timeout time.Duration, what string, left func(*tracker) int) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastLog, lastN, lastProgress := time.Now(), -1, time.Now()
+	for {
+		n := left(t)
+		if n == 0 {
+			return nil
+		}
+		if n != lastN {
+			lastN, lastProgress = n, time.Now()
+		}
+		if time.Since(lastProgress) >= stallTimeout {
+			return fmt.Errorf("%d VMs are not %s and none made progress for %s; see the controllers' logs", n, what, stallTimeout)
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			logf("%d VMs not %s yet", n, what)
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%d VMs were not %s within %s", n, what, timeout)
+			}
+			return fmt.Errorf("stopped with %d VMs not %s: %w", n, what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

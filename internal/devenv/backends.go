@@ -42,12 +42,12 @@ type Backends struct {
 
 // StartBackends starts the simulated backends on loopback.
 func StartBackends() (*Backends, error) {
-	vs, err := vspheresim.Start(vspheresim.Options{Templates: []string{"ubuntu-22.04-template"}, GuestAddressDelay: time.Second})
+	vs, err := vspheresim.Start(vspheresim.Options{Templates: []string{VSphereTemplate}, GuestAddressDelay: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the vCenter simulator: %w", err)
 	}
 	pve, err := proxmoxsim.Start(proxmoxsim.Options{
-		Templates:       map[string]string{"ubuntu-2204-tpl": "pve1"},
+		Templates:       map[string]string{ProxmoxTemplate: "pve1"},
 		Bridges:         []string{"vmbr0", "vmbr1"},
 		GuestAgentDelay: time.Second,
 		TaskDelay:       200 * time.Millisecond,
@@ -73,6 +73,44 @@ const (
 	libvirtImage   = "jammy.qcow2"
 	libvirtNetwork = "banlieue"
 )
+
+// The image every dev backend holds, under each backend's name for it; examples/ and
+// the suites that run on these backends refer to it.
+const (
+	// VSphereTemplate is the vCenter simulator's template.
+	VSphereTemplate = "ubuntu-22.04-template"
+	// ProxmoxTemplate is the Proxmox VE simulator's template.
+	ProxmoxTemplate = "ubuntu-2204-tpl"
+	// LibvirtImage is the blank qcow2 volume, as pool/volume.
+	LibvirtImage = libvirtPool + "/" + libvirtImage
+)
+
+// Image returns a VMImage named name with a source on every dev backend.
+func Image(name string) *banlieuev1.VMImage {
+	return &banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: banlieuev1.VMImageSpec{
+			OSFamily: "linux", OSDistribution: "ubuntu", OSVersion: "22.04", Architecture: "amd64", GuestAgent: banlieuev1.GuestAgentNone,
+			Sources: []banlieuev1.ImageSource{
+				{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: VSphereTemplate},
+				{ProviderClass: proxmox.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: ProxmoxTemplate},
+				{ProviderClass: libvirt.ProviderClass, Kind: banlieuev1.ImageSourceBackingFile, Ref: LibvirtImage},
+			},
+		},
+	}
+}
+
+// Class returns a VMClass named name that every dev Provider offers: cpus and memoryMiB,
+// one 10 GiB disk of storage class fast-ssd and one NIC on network class prod-net.
+func Class(name string, cpus int32, memoryMiB int64) *banlieuev1.VMClass {
+	return &banlieuev1.VMClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: banlieuev1.VMClassSpec{
+			Hardware: banlieuev1.Hardware{CPUs: cpus, MemoryMiB: memoryMiB, Disks: []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast-ssd"}}},
+			Network:  banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod-net"}}},
+		},
+	}
+}
 
 func startLibvirt() (*libvirtd.Daemon, error) {
 	d, err := libvirtd.Start(libvirtd.Options{})

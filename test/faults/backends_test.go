@@ -34,13 +34,13 @@ func startBackends(t *testing.T) *backends {
 	// No simulated guest agent: its standing property filter and a burst of clones take
 	// two of vcsim's locks in opposite orders and can deadlock the simulator (the scale
 	// harness runs without it for the same reason). Ready never waits for an address.
-	vs, err := vspheresim.Start(vspheresim.Options{Templates: []string{"ubuntu-22.04-template"}, GuestAddressDelay: -1})
+	vs, err := vspheresim.Start(vspheresim.Options{Templates: []string{devenv.VSphereTemplate}, GuestAddressDelay: -1})
 	if err != nil {
 		t.Fatalf("failed to start the vCenter simulator: %v", err)
 	}
 	t.Cleanup(func() { stopWithin(t, "the vCenter simulator", vs.Stop) })
 	pve, err := proxmoxsim.Start(proxmoxsim.Options{
-		Templates:       map[string]string{"ubuntu-2204-tpl": "pve1"},
+		Templates:       map[string]string{devenv.ProxmoxTemplate: "pve1"},
 		Bridges:         []string{"vmbr0"},
 		GuestAgentDelay: time.Second,
 		TaskDelay:       200 * time.Millisecond,

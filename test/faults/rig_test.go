@@ -145,22 +145,8 @@ func (r *rig) providerNames() []string {
 func (r *rig) fleetObjects() []client.Object {
 	return []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
-		&banlieuev1.VMClass{
-			ObjectMeta: metav1.ObjectMeta{Name: className},
-			Spec: banlieuev1.VMClassSpec{
-				Hardware: banlieuev1.Hardware{CPUs: 1, MemoryMiB: 256, Disks: []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast-ssd"}}},
-				Network:  banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod-net"}}},
-			},
-		},
-		&banlieuev1.VMImage{
-			ObjectMeta: metav1.ObjectMeta{Name: imageName},
-			Spec: banlieuev1.VMImageSpec{Sources: []banlieuev1.ImageSource{
-				// The templates and the blank image devenv's backends hold (see examples/).
-				{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-22.04-template"},
-				{ProviderClass: proxmox.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-2204-tpl"},
-				{ProviderClass: libvirt.ProviderClass, Kind: banlieuev1.ImageSourceBackingFile, Ref: "banlieue/jammy.qcow2"},
-			}},
-		},
+		devenv.Class(className, 1, 256),
+		devenv.Image(imageName),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/banlieue/banlieue/internal/devenv"
 	"github.com/banlieue/banlieue/providers/libvirt"
 	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
 )
@@ -27,9 +28,6 @@ const (
 	directDiskGiB   = 10
 	// directTaskPoll is how often the direct Proxmox VE path polls a task.
 	directTaskPoll = 100 * time.Millisecond
-	// libvirtImage is the blank image 'banlieue dev' puts in its pool, as
-	// "<pool>/<volume>".
-	libvirtImage = "banlieue/jammy.qcow2"
 )
 
 // parallel runs f for 0…n-1 all at once and joins the errors.
@@ -60,7 +58,7 @@ func (b *bench) directVSphere(ctx context.Context, n int) error {
 		return err
 	}
 	poolRef := pool.Reference()
-	tpl := object.NewVirtualMachine(c.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: b.sims.VSphere.TemplateRefs[vsphereTemplate]})
+	tpl := object.NewVirtualMachine(c.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: b.sims.VSphere.TemplateRefs[devenv.VSphereTemplate]})
 	return parallel(n, func(i int) error {
 		spec := types.VirtualMachineCloneSpec{
 			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef},
@@ -151,7 +149,7 @@ func (b *bench) directLibvirt(ctx context.Context, n int) error {
 		return err
 	}
 	defer func() { _ = l.Disconnect() }()
-	poolName, imgName, _ := strings.Cut(libvirtImage, "/")
+	poolName, imgName, _ := strings.Cut(devenv.LibvirtImage, "/")
 	pool, err := l.StoragePoolLookupByName(poolName)
 	if err != nil {
 		return err

@@ -32,8 +32,6 @@ const (
 	// backendLabel on a VM names the backend it is meant for; its providerSelector
 	// selects the dev Provider carrying the same label.
 	backendLabel = "backend"
-	// vsphereTemplate is the template 'banlieue dev' makes in vcsim.
-	vsphereTemplate = "ubuntu-22.04-template"
 	// className and imageName are the VMClass and VMImage every VM uses.
 	className, imageName = "scale-tiny", "scale-image"
 	// setUpTimeout bounds the wait for the Providers and the image to be ready.
@@ -108,7 +106,7 @@ func run(ctx context.Context, o options) (string, error) {
 	// filter, and vcsim deadlocks when such a filter races concurrent clones (see
 	// docs/performance.md). Ready needs no address, so this run's guests report none.
 	b.sims.VSphere.Stop()
-	if b.sims.VSphere, err = vspheresim.Start(vspheresim.Options{Templates: []string{vsphereTemplate}, GuestAddressDelay: -1}); err != nil {
+	if b.sims.VSphere, err = vspheresim.Start(vspheresim.Options{Templates: []string{devenv.VSphereTemplate}, GuestAddressDelay: -1}); err != nil {
 		b.sims.VSphere = nil
 		b.stopBackends()
 		return "", err
@@ -238,25 +236,8 @@ func (b *bench) spread() {
 func (b *bench) setUp(ctx context.Context) error {
 	objs := append(b.sims.Objects(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
-		&banlieuev1.VMClass{
-			ObjectMeta: metav1.ObjectMeta{Name: className},
-			Spec: banlieuev1.VMClassSpec{
-				Hardware: banlieuev1.Hardware{CPUs: 1, MemoryMiB: 512, Disks: []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast-ssd"}}},
-				Network:  banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod-net"}}},
-			},
-		},
-		&banlieuev1.VMImage{
-			ObjectMeta: metav1.ObjectMeta{Name: imageName},
-			Spec: banlieuev1.VMImageSpec{
-				OSFamily: "linux", OSDistribution: "ubuntu", OSVersion: "22.04", Architecture: "amd64", GuestAgent: banlieuev1.GuestAgentNone,
-				// The images 'banlieue dev' makes, which examples/ refers to too.
-				Sources: []banlieuev1.ImageSource{
-					{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: vsphereTemplate},
-					{ProviderClass: proxmox.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-2204-tpl"},
-					{ProviderClass: libvirt.ProviderClass, Kind: banlieuev1.ImageSourceBackingFile, Ref: libvirtImage},
-				},
-			},
-		},
+		devenv.Class(className, 1, 512),
+		devenv.Image(imageName),
 	)
 	var providers []client.ObjectKey
 	for _, obj := range objs {

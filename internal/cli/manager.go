@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -37,7 +38,10 @@ func (m *managerFlags) newManager(leaderID string) (ctrl.Manager, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
+		Scheme: scheme,
+		// No controller reads managedFields, and at thousands of VMs and machines they
+		// are a large part of what the cache holds.
+		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                 metricsserver.Options{BindAddress: m.metricsAddr},
 		HealthProbeBindAddress:  m.probeAddr,
 		LeaderElection:          m.leaderElect,

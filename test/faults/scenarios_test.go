@@ -222,10 +222,15 @@ func (r *rig) credentialsRotation(t *testing.T) {
 		start := time.Now()
 		r.updateSecret(g, vsphereProv, map[string][]byte{"username": []byte(vs.Username), "password": []byte("not-" + vs.Password)})
 		r.nudge(g, vsphereProv)
-		flips := r.flipSome(g, vsphereProv, flipsPerFault, func(*banlieuev1.VirtualMachine) bool { return true })
-		r.watchTruth(t, vsphereProv, flips, 0, func(p *banlieuev1.Provider) bool {
+		rejected := func(p *banlieuev1.Provider) bool {
 			return strings.HasPrefix(conditionOf(p.Status.Conditions, banlieuev1.ProviderCredentialsValidCondition), "False/"+banlieuev1.ProviderCredentialsRejectedReason)
-		}, infrav1.MachineCredentialsRejectedReason)
+		}
+		// The open session outlives the Secret's change until the Provider's check reads
+		// the Secret again and drops it (as a vCenter session outlives a password change),
+		// so the VMs are changed once the Provider has said the credentials are rejected.
+		g.Eventually(func() bool { return rejected(r.provider(g, vsphereProv)) }).WithTimeout(2 * time.Minute).Should(BeTrue())
+		flips := r.flipSome(g, vsphereProv, flipsPerFault, func(*banlieuev1.VirtualMachine) bool { return true })
+		r.watchTruth(t, vsphereProv, flips, 0, rejected, infrav1.MachineCredentialsRejectedReason)
 		wrong := time.Since(start)
 		r.updateSecret(g, vsphereProv, map[string][]byte{"username": []byte(vs.Username), "password": []byte(vs.Password)})
 		took, inv := r.converge(t)

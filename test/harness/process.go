@@ -62,7 +62,8 @@ type Process struct {
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	exited   chan struct{}
-	past     Usage // of the incarnations that have exited
+	past     Usage  // of the incarnations that have exited
+	hwm      uint64 // the running incarnation's peak RSS, as last read from /proc
 	restarts int
 }
 
@@ -110,9 +111,11 @@ func (p *Process) start() error {
 		defer p.mu.Unlock()
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			p.past.CPU += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-			p.past.PeakRSS = max(p.past.PeakRSS, uint64(ru.Maxrss)*1024)
 		}
-		p.cmd = nil
+		// Not rusage's maxrss: Linux carries the forking test binary's resident set
+		// into it across exec, so it would report the harness's size, not the child's.
+		p.past.PeakRSS = max(p.past.PeakRSS, p.hwm)
+		p.cmd, p.hwm = nil, 0
 		close(exited)
 	}()
 	return nil
@@ -139,6 +142,8 @@ func (p *Process) signal(sig syscall.Signal, grace time.Duration) error {
 	if cmd == nil {
 		return nil
 	}
+	// The last look at the incarnation's peak memory, which /proc forgets at its exit.
+	_, _ = p.Usage()
 	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("failed to signal %s: %w", p.Name, err)
 	}
@@ -170,7 +175,9 @@ func (p *Process) Restarts() int {
 }
 
 // Usage returns the CPU time of every incarnation so far, the running one included, and
-// the largest resident set any of them reached.
+// the largest resident set any of them reached, as read from /proc while it ran: on each
+// call and just before Kill or Stop. An incarnation that exits on its own counts with
+// the peak last read.
 func (p *Process) Usage() (Usage, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -182,8 +189,9 @@ func (p *Process) Usage() (Usage, error) {
 	if err != nil {
 		return u, fmt.Errorf("failed to read the usage of %s: %w", p.Name, err)
 	}
+	p.hwm = max(p.hwm, peak)
 	u.CPU += cpu
-	u.PeakRSS = max(u.PeakRSS, peak)
+	u.PeakRSS = max(u.PeakRSS, p.hwm)
 	return u, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+	"github.com/banlieue/banlieue/test/harness"
 )
 
 // benchVMs is how many VMs one round of BenchmarkVSphereVMsToReady creates.
@@ -120,8 +121,8 @@ func backendCalls() writeCounts {
 	calls := writeCounts{}
 	for m := range ch {
 		var d dto.Metric
-		if err := m.Write(&d); err == nil && labelValue(&d, "class") == vsphere.ProviderClass {
-			calls[labelValue(&d, "operation")] += d.GetCounter().GetValue()
+		if err := m.Write(&d); err == nil && harness.Label(&d, "class") == vsphere.ProviderClass {
+			calls[harness.Label(&d, "operation")] += d.GetCounter().GetValue()
 		}
 	}
 	return calls
@@ -171,23 +172,14 @@ func apiWrites(f *fixture) writeCounts {
 	f.g.Expect(err).NotTo(HaveOccurred())
 	counts := writeCounts{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
-		switch verb := labelValue(m, "verb"); verb {
+		switch verb := harness.Label(m, "verb"); verb {
 		case "POST", "PUT", "PATCH", "APPLY", "DELETE":
-			key := verb + " " + labelValue(m, "resource")
-			if sub := labelValue(m, "subresource"); sub != "" {
+			key := verb + " " + harness.Label(m, "resource")
+			if sub := harness.Label(m, "subresource"); sub != "" {
 				key += "/" + sub
 			}
 			counts[key] += m.GetCounter().GetValue()
 		}
 	}
 	return counts
-}
-
-func labelValue(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }

@@ -111,8 +111,8 @@ func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 	s.apiserver = counts{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
-		key := label(m, "verb") + " " + label(m, "resource")
-		if sub := label(m, "subresource"); sub != "" {
+		key := harness.Label(m, "verb") + " " + harness.Label(m, "resource")
+		if sub := harness.Label(m, "subresource"); sub != "" {
 			key += "/" + sub
 		}
 		s.apiserver[key] += m.GetCounter().GetValue()
@@ -124,18 +124,9 @@ func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
 func sumBy(f *dto.MetricFamily, name string) counts {
 	c := counts{}
 	for _, m := range f.GetMetric() {
-		c[label(m, name)] += m.GetCounter().GetValue()
+		c[harness.Label(m, name)] += m.GetCounter().GetValue()
 	}
 	return c
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // selfPeakRSS is the peak resident set of this process, which holds the simulators.

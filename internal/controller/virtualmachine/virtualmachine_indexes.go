@@ -127,7 +127,8 @@ func machineChanged() predicate.Predicate {
 // onlyProviderIDChanged reports whether spec.providerID is all that differs between two
 // versions of a machine, besides what every write changes.
 func onlyProviderIDChanged(o, n *unstructured.Unstructured) bool {
-	if contract.ProviderID(o) == contract.ProviderID(n) {
+	// Most updates are status writes, which leave the generation alone: they need no copy.
+	if o.GetGeneration() == n.GetGeneration() || contract.ProviderID(o) == contract.ProviderID(n) {
 		return false
 	}
 	rest := func(u *unstructured.Unstructured) map[string]any {

@@ -17,6 +17,11 @@ func TestOnlyProviderIDChanged(t *testing.T) {
 			u.Object["status"] = status
 		}
 		u.SetResourceVersion(rv)
+		// Writing spec.providerID advances the generation, as any spec write does.
+		u.SetGeneration(1)
+		if providerID != "" {
+			u.SetGeneration(2)
+		}
 		return u
 	}
 	ready := map[string]any{"observedGeneration": int64(2)}

@@ -14,14 +14,15 @@ import (
 
 // managerFlags are the flags every long-running banlieue controller process takes.
 type managerFlags struct {
-	kubeconfig, metricsAddr, probeAddr, leaderNamespace string
-	leaderElect                                         bool
+	kubeconfig, metricsAddr, probeAddr, pprofAddr, leaderNamespace string
+	leaderElect                                                    bool
 }
 
 func (m *managerFlags) bind(f *pflag.FlagSet) {
 	f.StringVar(&m.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster or $KUBECONFIG when empty")
 	f.StringVar(&m.metricsAddr, "metrics-bind-address", ":8080", `Address of the metrics endpoint; "0" turns it off`)
 	f.StringVar(&m.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints")
+	f.StringVar(&m.pprofAddr, "pprof-bind-address", "0", `Address of Go's /debug/pprof endpoints (heap and CPU profiles); "0", the default, turns them off`)
 	f.BoolVar(&m.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time")
 	f.StringVar(&m.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; the pod's own when empty")
 }
@@ -44,6 +45,7 @@ func (m *managerFlags) newManager(leaderID string) (ctrl.Manager, error) {
 		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                 metricsserver.Options{BindAddress: m.metricsAddr},
 		HealthProbeBindAddress:  m.probeAddr,
+		PprofBindAddress:        m.pprofAddr,
 		LeaderElection:          m.leaderElect,
 		LeaderElectionID:        leaderID,
 		LeaderElectionNamespace: m.leaderNamespace,

@@ -70,7 +70,7 @@ type Process struct {
 // Start starts bin with args, plus a free loopback metrics port and no health probes,
 // logging to logDir/name.log.
 func Start(bin, logDir, name string, args ...string) (*Process, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -250,9 +250,9 @@ func (p *Process) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, er
 	return families, nil
 }
 
-// freePort asks the kernel for a free loopback port. Another process could take it
+// FreePort asks the kernel for a free loopback port. Another process could take it
 // before ours binds it; on loopback in a test that window is harmless.
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("failed to find a free port: %w", err)

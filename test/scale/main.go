@@ -33,6 +33,8 @@ type options struct {
 	// kubeconfigFlag passes --kubeconfig, which makes client-go limit each process to
 	// its default 5 requests per second with a burst of 10.
 	kubeconfigFlag bool
+	// pprof saves each controller's heap profile to dir when all VMs are Ready.
+	pprof bool
 }
 
 func main() {
@@ -44,6 +46,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "Folder for the binary, kubeconfigs and controller logs; a temporary one, kept, when empty")
 	flag.StringVar(&o.out, "o", "", "Also write the report to this file")
 	flag.BoolVar(&o.kubeconfigFlag, "kubeconfig-flag", false, "Pass each controller --kubeconfig instead of $KUBECONFIG; 'banlieue' then keeps client-go's default limit of 5 requests/s per process")
+	flag.BoolVar(&o.pprof, "pprof", false, "Save each controller's heap profile (<dir>/<name>.heap, for 'go tool pprof') when all VMs are Ready")
 	flag.Parse()
 	if o.vms < 1 {
 		fmt.Fprintln(os.Stderr, "scale: -n must be at least 1")

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -69,6 +74,7 @@ type bench struct {
 	direct                       time.Duration
 	directByClass                map[string]time.Duration
 	machine                      machine
+	pprofAddrs                   map[string]string // by process name, with -pprof
 }
 
 func run(ctx context.Context, o options) (string, error) {
@@ -196,6 +202,18 @@ func (b *bench) startController(bin, name string, args ...string) (*harness.Proc
 	} else if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {
 		return nil, err
 	}
+	if b.o.pprof {
+		port, err := harness.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		args = append(args, "--pprof-bind-address", addr)
+		if b.pprofAddrs == nil {
+			b.pprofAddrs = map[string]string{}
+		}
+		b.pprofAddrs[name] = addr
+	}
 	// The child inherits the environment as it is now.
 	return harness.Start(bin, b.o.dir, name, args...)
 }
@@ -316,6 +334,7 @@ func (b *bench) measure(ctx context.Context) error {
 		u := b.ready.usage[p.Name]
 		logf("%s: %.1f CPU s, peak RSS %d MiB", p.Name, u.CPU.Seconds(), u.PeakRSS/mib)
 	}
+	b.saveHeapProfiles(ctx)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -436,4 +455,42 @@ func (b *bench) measureDirect(ctx context.Context) error {
 	b.direct = time.Since(start)
 	logf("Direct creations done in %s", b.direct.Round(time.Millisecond))
 	return errors.Join(errs...)
+}
+
+// saveHeapProfiles saves each controller's heap profile to the run's folder, with
+// -pprof; a profile that cannot be read is logged, as the run's figures stand without it.
+func (b *bench) saveHeapProfiles(ctx context.Context) {
+	for name, addr := range b.pprofAddrs {
+		path := filepath.Join(b.o.dir, name+".heap")
+		if err := download(ctx, "http://"+addr+"/debug/pprof/heap", path); err != nil {
+			logf("Warning: no heap profile of %s: %v", name, err)
+			continue
+		}
+		logf("Heap profile of %s: %s", name, path)
+	}
+}
+
+// download saves the body of a GET of url to path.
+func download(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -112,6 +112,22 @@ func Class(name string, cpus int32, memoryMiB int64) *banlieuev1.VMClass {
 	}
 }
 
+// VirtualMachine returns a VirtualMachine of class and image, placed on the Providers
+// that carry providerLabels (any Provider when there are none).
+func VirtualMachine(namespace, name, class, image string, providerLabels map[string]string) *banlieuev1.VirtualMachine {
+	vm := &banlieuev1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: banlieuev1.VirtualMachineSpec{
+			ClassRef: banlieuev1.LocalObjectReference{Name: class},
+			ImageRef: banlieuev1.LocalObjectReference{Name: image},
+		},
+	}
+	if len(providerLabels) > 0 {
+		vm.Spec.Placement.ProviderSelector = &banlieuev1.LabelSelector{MatchLabels: providerLabels}
+	}
+	return vm
+}
+
 func startLibvirt() (*libvirtd.Daemon, error) {
 	d, err := libvirtd.Start(libvirtd.Options{})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/devenv"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
@@ -177,14 +178,7 @@ func (f *fixture) image(name string, sources ...banlieuev1.ImageSource) *banlieu
 // vm creates a VirtualMachine placed by the test's label on its Providers.
 func (f *fixture) vm(name string, class *banlieuev1.VMClass, img *banlieuev1.VMImage, mods ...func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
 	f.t.Helper()
-	vm := &banlieuev1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
-		Spec: banlieuev1.VirtualMachineSpec{
-			ClassRef:  banlieuev1.LocalObjectReference{Name: class.Name},
-			ImageRef:  banlieuev1.LocalObjectReference{Name: img.Name},
-			Placement: banlieuev1.Placement{ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"test": f.ns}}},
-		},
-	}
+	vm := devenv.VirtualMachine(f.ns, name, class.Name, img.Name, map[string]string{"test": f.ns})
 	for _, m := range mods {
 		m(vm)
 	}

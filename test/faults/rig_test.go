@@ -155,13 +155,7 @@ func (r *rig) fleetObjects() []client.Object {
 // Proxmox, so that a Proxmox Provider being deleted has somewhere to move them, and
 // every fourth is powered off.
 func (r *rig) newVM(i int) *banlieuev1.VirtualMachine {
-	vm := &banlieuev1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("vm-%03d", i)},
-		Spec: banlieuev1.VirtualMachineSpec{
-			ClassRef: banlieuev1.LocalObjectReference{Name: className},
-			ImageRef: banlieuev1.LocalObjectReference{Name: imageName},
-		},
-	}
+	vm := devenv.VirtualMachine(namespace, fmt.Sprintf("vm-%03d", i), className, imageName, nil)
 	sel := &banlieuev1.LabelSelector{}
 	if i < r.size.LibvirtVMs {
 		sel.MatchLabels = map[string]string{"backend": libvirt.ProviderClass}

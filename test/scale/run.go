@@ -380,14 +380,8 @@ func (b *bench) shares() string {
 func (b *bench) vms() []*banlieuev1.VirtualMachine {
 	var vms []*banlieuev1.VirtualMachine
 	for i, be := range b.interleaved() {
-		vm := &banlieuev1.VirtualMachine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("vm-%05d", i), Labels: map[string]string{backendLabel: be.class}},
-			Spec: banlieuev1.VirtualMachineSpec{
-				ClassRef:  banlieuev1.LocalObjectReference{Name: className},
-				ImageRef:  banlieuev1.LocalObjectReference{Name: imageName},
-				Placement: banlieuev1.Placement{ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{backendLabel: be.class}}},
-			},
-		}
+		vm := devenv.VirtualMachine(namespace, fmt.Sprintf("vm-%05d", i), className, imageName, map[string]string{backendLabel: be.class})
+		vm.Labels = map[string]string{backendLabel: be.class}
 		if be.powerOff {
 			vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff
 		}

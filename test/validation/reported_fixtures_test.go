@@ -23,6 +23,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
+	"github.com/banlieue/banlieue/internal/devenv"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
@@ -299,14 +300,7 @@ func (w *world) imageNamed(name string, sources ...banlieuev1.ImageSource) *banl
 // vm creates a VirtualMachine of class and image that selects the row's Providers.
 func (w *world) vm(name string, class *banlieuev1.VMClass, img *banlieuev1.VMImage, mods ...func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
 	w.t.Helper()
-	vm := &banlieuev1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-		Spec: banlieuev1.VirtualMachineSpec{
-			ClassRef:  banlieuev1.LocalObjectReference{Name: class.Name},
-			ImageRef:  banlieuev1.LocalObjectReference{Name: img.Name},
-			Placement: banlieuev1.Placement{ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"test": w.ns}}},
-		},
-	}
+	vm := devenv.VirtualMachine(w.ns, name, class.Name, img.Name, map[string]string{"test": w.ns})
 	for _, m := range mods {
 		m(vm)
 	}

@@ -73,6 +73,12 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providers
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
+	// Where the clone will be once its task ends, so the Observe that then finds it
+	// reads it there instead of listing the cluster.
+	if vmid, ok := params["newid"].(int); ok {
+		s.remember(m.UID, location{node: node, vmid: vmid})
+	}
+	s.cloneStarted(upid, m.UID)
 	return providersdk.CreateResult{Task: task(upid, providersdk.OperationClone)}, nil
 }
 
@@ -90,23 +96,19 @@ func (s *session) clone(ctx context.Context, tmpl templateRef, params map[string
 }
 
 // withNewVMID allocates a VMID with /cluster/nextid and starts a task that makes a
-// VM with it. Two provider workers (or two clients of the cluster) may be handed the
-// same free VMID: the loser's request is refused at once ("config file already
-// exists", "VM 101 already exists"), and it asks for another after a short random
-// pause. When every attempt loses, the error is returned and the caller retries later.
+// VM with it. PVE reserves the VMID when it answers that request (the new VM's config
+// exists at once, locked), but not when it answers nextid: two workers that both ask
+// before either takes its VMID are handed the same one, and the loser's request is
+// refused ("config file already exists", "VM 101 already exists"). So the driver's
+// workers take turns on a cluster, each holding its lock (s.vmids) from nextid until
+// its request is answered, and never race each other. Other clients of the cluster
+// still may: a request refused so asks again after a short random pause, and when every
+// attempt loses, the error is returned and the caller retries later.
 func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string, error)) (string, error) {
 	var err error
 	for range s.driver.cloneAttempts {
-		var next string
-		if err = s.get(ctx, "/cluster/nextid", nil, &next); err != nil {
-			return "", err
-		}
-		vmid, perr := strconv.Atoi(strings.TrimSpace(next))
-		if perr != nil {
-			return "", providersdk.Unreachable(providersdk.Explained("Proxmox VE answered /cluster/nextid with "+strconv.Quote(next), perr))
-		}
 		var upid string
-		if upid, err = start(vmid); err == nil || !strings.Contains(message(err), "already exists") {
+		if upid, err = s.takeVMID(ctx, start); err == nil || !strings.Contains(message(err), "already exists") {
 			return upid, err
 		}
 		// Others are making VMs at the same moment: let them take their VMIDs first.
@@ -117,6 +119,26 @@ func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string,
 		}
 	}
 	return "", err
+}
+
+// takeVMID asks /cluster/nextid for a free VMID and starts the task that takes it,
+// holding the cluster's VMID lock in between.
+func (s *session) takeVMID(ctx context.Context, start func(vmid int) (string, error)) (string, error) {
+	select {
+	case s.vmids <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-s.vmids }()
+	var next string
+	if err := s.get(ctx, "/cluster/nextid", nil, &next); err != nil {
+		return "", err
+	}
+	vmid, err := strconv.Atoi(strings.TrimSpace(next))
+	if err != nil {
+		return "", providersdk.Unreachable(providersdk.Explained("Proxmox VE answered /cluster/nextid with "+strconv.Quote(next), err))
+	}
+	return start(vmid)
 }
 
 // refused turns PVE's refusal of a request into a Permanent error when retrying cannot

@@ -76,8 +76,11 @@
 //
 // A VM is a clone of the template onto the failure domain's node (with target when the
 // template is elsewhere, which PVE allows only from shared storage) and, for a full
-// clone, onto the first disk's storage. Its VMID comes from /cluster/nextid; a clone
-// refused because another client took the VMID meanwhile asks again. Once the clone
+// clone, onto the first disk's storage. Its VMID comes from /cluster/nextid, which
+// reserves nothing: PVE reserves the VMID when it answers the clone request. So the
+// driver's workers take turns per cluster from nextid until the clone request is
+// answered, and never get the same VMID; a clone refused because another client of the
+// cluster took the VMID meanwhile asks again. Once the clone
 // task ends, Update shapes it one step a call: one config update (cores, memory,
 // firmware: bios=ovmf with an efidisk0, machine q35 and pre-enrolled keys for
 // efi-secure; added disks scsiN on their storage class's storage; NIC i on interface
@@ -100,15 +103,26 @@
 // <uid>"), set by the clone request itself, and in the tag banlieue-<uid>, added by the
 // first config update (PVE's clone takes no tags). The VM's name is "<namespace>-<name>"
 // made a DNS label of at most 63 characters (with a hash suffix when it had to change).
-// A VM is found with one /cluster/resources?type=vm call, by tag or name, and confirmed
-// by its config's description; a VM with the tag but another UID is left alone
-// (IdentityMismatch). spec.providerID is proxmox://<cluster>/<vmid>, the cluster's name
-// from /cluster/status, or the Provider's name on a standalone node. A clone in flight
-// has neither name nor description (its config holds only lock: clone), so a provider
-// that crashed after starting one cannot recognise it: Create and Delete then wait for
-// any qmclone task of the template started since the machine was created (one
-// /cluster/tasks call, made only while some VM is locked by a clone) instead of cloning
-// again or releasing the machine.
+// spec.providerID is proxmox://<cluster>/<vmid>, the cluster's name from
+// /cluster/status, or the Provider's name on a standalone node; status.proxmox holds
+// the node and VMID.
+//
+// A VM is found where the machine last saw it, with one call whatever the cluster's
+// size: its config is read (/nodes/<node>/qemu/<vmid>/config) at the node and VMID of,
+// best first, the Observation of the same reconcile (Update), where the session last
+// found it or the clone it started will be, status.proxmox, or spec.providerID's VMID
+// on the machine's node; it is the machine's VM when its description names the
+// machine's UID. Otherwise (nothing recorded, the VM moved to another node, the VMID
+// now another VM's, the VM gone, its node not answering) the cluster is listed with one
+// /cluster/resources?type=vm call and the VM found there by tag or name, confirmed the
+// same way. So a machine reconciled again costs no listing, and a VM that is gone takes
+// one to be sure it did not move. Either way a VM with the tag but another UID is left
+// alone (IdentityMismatch). A clone in flight has neither name nor description (its
+// config holds only lock: clone), so a provider that crashed after starting one cannot
+// recognise it: Create and Delete then wait for any qmclone task of the template started
+// since the machine was created, other than those the session started for other
+// machines (one /cluster/tasks call, made only while some VM is locked by a clone)
+// instead of cloning again or releasing the machine.
 //
 // # Power
 //
@@ -118,6 +132,7 @@
 // VM in memory (a stopped VM is started first). Every PVE task is the SDK's Task with
 // the UPID as Ref, polled through Observe: running is in flight, an exit status other
 // than OK is a TaskFailed carrying PVE's message. Addresses come from the guest agent;
-// before it answers the VM is WaitingForGuest, not failed. Delete stops the VM, then
-// destroys it with purge=1 and destroy-unreferenced-disks=1.
+// before it answers the VM is WaitingForGuest, not failed. Delete stops the VM when
+// status/current says it runs (paused included), then destroys it with purge=1 and
+// destroy-unreferenced-disks=1.
 package proxmox

@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -45,6 +46,11 @@ type Driver struct {
 	cloneAttempts   int
 	// now is the clock that times failed imports; tests move it.
 	now func() time.Time
+
+	// vmidsMu guards vmids: per cluster, the lock its sessions hold from
+	// /cluster/nextid until the request that takes the VMID is answered.
+	vmidsMu sync.Mutex
+	vmids   map[string]chan struct{}
 }
 
 var _ providersdk.Driver = (*Driver)(nil)
@@ -74,6 +80,7 @@ func NewDriver(opts ...Option) *Driver {
 		responseTimeout: DefaultResponseTimeout,
 		cloneAttempts:   10,
 		now:             time.Now,
+		vmids:           map[string]chan struct{}{},
 	}
 	for _, o := range opts {
 		o(d)
@@ -91,6 +98,19 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		return nil, err
 	}
 	return s, nil
+}
+
+// vmidLock is the lock of the cluster named key: a channel of one slot, so a worker
+// waiting for it gives up with its context.
+func (d *Driver) vmidLock(key string) chan struct{} {
+	d.vmidsMu.Lock()
+	defer d.vmidsMu.Unlock()
+	l, ok := d.vmids[key]
+	if !ok {
+		l = make(chan struct{}, 1)
+		d.vmids[key] = l
+	}
+	return l
 }
 
 // MachineKind is the infrastructure machine kind of this provider.

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -81,7 +82,8 @@ func newMachine(uid string) *providersdk.Machine {
 }
 
 // settle observes the machine until its task ends, as the reconciler would: the task
-// is recorded with its start time, and cleared when Observe reports none.
+// is recorded with its start time, and cleared when Observe reports none; the
+// Observation's details go to the machine's status.proxmox.
 func settle(t *testing.T, s *session, m *providersdk.Machine, task providersdk.Task) (providersdk.Observation, error) {
 	t.Helper()
 	if task.InFlight() {
@@ -95,6 +97,7 @@ func settle(t *testing.T, s *session, m *providersdk.Machine, task providersdk.T
 			m.Task = providersdk.Task{}
 			return o, err
 		}
+		record(t, m, o)
 		if !o.Task.InFlight() {
 			m.Task = providersdk.Task{}
 			return o, nil
@@ -103,6 +106,30 @@ func settle(t *testing.T, s *session, m *providersdk.Machine, task providersdk.T
 			return o, fmt.Errorf("task %s still in flight after 30s", o.Task.Ref)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// record writes what the reconciler writes of an Observation to the machine: its
+// details to status.proxmox and its provider ID to spec.providerID.
+func record(t *testing.T, m *providersdk.Machine, o providersdk.Observation) {
+	t.Helper()
+	if d, ok := o.Details.(*infrav1.ProxmoxStatus); ok && d != nil {
+		setStatusBlock(t, m, *d)
+	}
+	if o.ProviderID != "" {
+		m.Spec.ProviderID = o.ProviderID
+	}
+}
+
+// setStatusBlock sets the machine's status.proxmox.
+func setStatusBlock(t *testing.T, m *providersdk.Machine, st infrav1.ProxmoxStatus) {
+	t.Helper()
+	block, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err == nil {
+		err = unstructured.SetNestedMap(m.Object.Object, block, "status", "proxmox")
+	}
+	if err != nil {
+		t.Fatalf("failed to set status.proxmox: %v", err)
 	}
 }
 

@@ -7,15 +7,17 @@ import (
 	"net/netip"
 	"time"
 
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
-// Observe polls the machine's recorded task, finds the machine's VM with one
-// /cluster/resources call (confirmed by its config's description) and reports its
-// state: power from status/current, addresses from the guest agent. It never changes
-// PVE.
+// Observe polls the machine's recorded task, finds the machine's VM (by reading its
+// config where the machine last saw it, else by listing the cluster; confirmed by its
+// config's description either way) and reports its state: power from status/current,
+// addresses from the guest agent. It never changes PVE.
 func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	state, err := s.pollTask(ctx, m.Task)
 	if err != nil {
@@ -27,7 +29,7 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		// waits for it instead of leaving it behind.
 		return providersdk.Observation{Exists: true, Task: m.Task}, nil
 	}
-	vm, err := s.findVM(ctx, m)
+	vm, err := s.findVM(ctx, m, nil)
 	if err != nil || vm == nil {
 		return providersdk.Observation{}, err
 	}
@@ -69,17 +71,29 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmSta
 	return o, nil
 }
 
+// runState is a VM's state as status/current reports it.
+type runState struct {
+	// Status is running or stopped; a paused VM is running.
+	Status string `json:"status"`
+	// QMPStatus also tells running, paused and suspended apart.
+	QMPStatus string `json:"qmpstatus"`
+}
+
+// current reads a VM's status/current.
+func (s *session) current(ctx context.Context, vm *vmState) (runState, error) {
+	var st runState
+	err := s.get(ctx, vmPath(vm.Node, vm.VMID, "status", "current"), nil, &st)
+	return st, err
+}
+
 // powerState reads a VM's power state: status/current tells a paused VM from a
 // running one, which /cluster/resources does not.
 func (s *session) powerState(ctx context.Context, vm *vmState) (banlieuev1.PowerState, error) {
 	if vm.conf["lock"] == "suspended" {
 		return banlieuev1.PowerStateSuspended, nil // hibernated to disk
 	}
-	var st struct {
-		Status    string `json:"status"`
-		QMPStatus string `json:"qmpstatus"`
-	}
-	if err := s.get(ctx, vmPath(vm.Node, vm.VMID, "status", "current"), nil, &st); err != nil {
+	st, err := s.current(ctx, vm)
+	if err != nil {
 		return "", err
 	}
 	switch {
@@ -136,7 +150,9 @@ func desiredPower(m *providersdk.Machine) banlieuev1.PowerState {
 
 // Delete stops the machine's VM, then destroys it with its disks (purge=1,
 // destroy-unreferenced-disks=1) and its user-data snippet, each as a task. It succeeds
-// when the VM is gone, and waits for a clone that may be making it.
+// when the VM is gone, and waits for a clone that may be making it. The VM is found as
+// Observe finds it; the cluster is listed only when it is not where the machine last
+// saw it.
 func (s *session) Delete(ctx context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
 	state, err := s.pollTask(ctx, m.Task)
 	var failed *providersdk.TaskFailedError
@@ -147,22 +163,26 @@ func (s *session) Delete(ctx context.Context, m *providersdk.Machine) (providers
 	if state == taskRunning {
 		return providersdk.DeleteResult{}, providersdk.InFlight(m.Task.Operation, m.Task.Ref)
 	}
-	all, err := s.guests(ctx)
-	if err != nil {
-		return providersdk.DeleteResult{}, err
-	}
-	vm, err := s.findIn(ctx, all, m)
+	vm, all, err := s.lookup(ctx, m, nil)
 	if err != nil {
 		return providersdk.DeleteResult{}, err
 	}
 	if vm == nil {
+		// Not found, so the cluster was listed: a clone in flight shows as a locked VM.
 		upid, err := s.pendingClone(ctx, all, m, 0)
 		if err != nil || upid == "" {
 			return providersdk.DeleteResult{}, err
 		}
 		return providersdk.DeleteResult{}, providersdk.InFlight(providersdk.OperationClone, upid)
 	}
-	if vm.Status == "running" {
+	st, err := s.current(ctx, vm)
+	if err != nil {
+		if notFound(err) {
+			return providersdk.DeleteResult{}, nil // destroyed meanwhile
+		}
+		return providersdk.DeleteResult{}, err
+	}
+	if st.Status == "running" { // paused too
 		var upid string
 		if err := s.post(ctx, vmPath(vm.Node, vm.VMID, "status", "stop"), nil, &upid); err != nil {
 			return providersdk.DeleteResult{}, err
@@ -187,8 +207,9 @@ func (s *session) Delete(ctx context.Context, m *providersdk.Machine) (providers
 // locked by a clone carries no name nor description yet, so a provider that crashed
 // after starting a clone cannot tell its clone from another's. Any qmclone task of the
 // template (every template when templateVMID is 0) started since the machine was
-// created may be it; its UPID is returned, and the caller waits for it rather than
-// clone again. It costs one call, made only while some VM is locked by a clone.
+// created may be it, except those this session started for other machines; its UPID
+// is returned, and the caller waits for it rather than clone again. It costs one call,
+// made only while some VM is locked by a clone.
 func (s *session) pendingClone(ctx context.Context, all []resource, m *providersdk.Machine, templateVMID int) (string, error) {
 	locked := false
 	for _, r := range all {
@@ -223,7 +244,32 @@ func (s *session) pendingClone(ctx context.Context, all []resource, m *providers
 		if templateVMID != 0 && t.ID != fmt.Sprint(templateVMID) {
 			continue
 		}
+		if owner, ok := s.cloneOwner(t.UPID); ok && owner != m.UID {
+			continue // this session's clone for another machine
+		}
 		return t.UPID, nil
 	}
 	return "", nil
+}
+
+// cloneStarted records a clone task this session started for the machine uid.
+func (s *session) cloneStarted(upid string, uid k8stypes.UID) {
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	s.clones[upid] = uid
+}
+
+// cloneEnded forgets a task once it is seen to have ended.
+func (s *session) cloneEnded(upid string) {
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	delete(s.clones, upid)
+}
+
+// cloneOwner is the machine a clone task this session started makes a VM for.
+func (s *session) cloneOwner(upid string) (k8stypes.UID, bool) {
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	uid, ok := s.clones[upid]
+	return uid, ok
 }

@@ -15,9 +15,11 @@ import (
 // Update brings the VM in line with the spec, one step a call: the config (one
 // synchronous update; changes to CPUs, memory or firmware only while the VM is
 // stopped), then each disk to grow (a resize task), then power (a task). The reconciler
-// observes after each step and calls again until the VM is up to date.
-func (s *session) Update(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.UpdateResult, error) {
-	vm, err := s.findVM(ctx, m)
+// observes after each step and calls again until the VM is up to date. The VM is read
+// where obs, Observe's report of this reconcile, found it (its Details), without
+// listing the cluster again unless it has moved since.
+func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.UpdateResult, error) {
+	vm, err := s.findVM(ctx, m, &obs)
 	if err != nil || vm == nil {
 		return providersdk.UpdateResult{}, err
 	}

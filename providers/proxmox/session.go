@@ -74,6 +74,20 @@ type session struct {
 	// importsMu guards imports, each image's import as this session knows it.
 	importsMu sync.Mutex
 	imports   map[k8stypes.UID]*importState
+
+	// placesMu guards places: where this session last found each machine's VM, by
+	// machine UID, which lookups try before listing the cluster.
+	placesMu sync.Mutex
+	places   map[k8stypes.UID]location
+
+	// clonesMu guards clones: the clone tasks this session started and has not seen
+	// end, by UPID, with the machine each makes a VM for.
+	clonesMu sync.Mutex
+	clones   map[string]k8stypes.UID
+
+	// vmids is held, by whoever holds it, from /cluster/nextid until the request that
+	// takes the VMID is answered: the driver's one for the cluster (see Driver.vmidLock).
+	vmids chan struct{}
 }
 
 var _ providersdk.Client = (*session)(nil)
@@ -126,6 +140,8 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 		imageStorage:    p.Spec.Parameters[ParamImageStorage],
 		templateStorage: p.Spec.Parameters[ParamTemplateStorage],
 		imports:         map[k8stypes.UID]*importState{},
+		places:          map[k8stypes.UID]location{},
+		clones:          map[string]k8stypes.UID{},
 	}
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {
 		if n = strings.TrimSpace(n); n != "" {
@@ -138,30 +154,38 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 	for _, c := range p.Spec.Capabilities.NetworkClasses {
 		s.networkClasses = append(s.networkClasses, classTarget{name: c.Name, target: c.Target})
 	}
-	if s.cluster, err = s.clusterName(ctx, p.Name); err != nil {
+	clustered := false
+	if s.cluster, clustered, err = s.clusterName(ctx, p.Name); err != nil {
 		tr.CloseIdleConnections()
 		return nil, err
+	}
+	// Sessions of the same cluster (two Providers, or a session and the one that
+	// replaces it) share the lock; a standalone node is known by its address.
+	if clustered {
+		s.vmids = d.vmidLock("cluster " + s.cluster)
+	} else {
+		s.vmids = d.vmidLock("node " + u.Host)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Connected to Proxmox VE", "endpoint", u.String(), "cluster", s.cluster)
 	return s, nil
 }
 
 // clusterName reads /cluster/status: the cluster's name, or fallback on a standalone
-// node, which has no cluster entry.
-func (s *session) clusterName(ctx context.Context, fallback string) (string, error) {
+// node, which has no cluster entry; clustered tells which.
+func (s *session) clusterName(ctx context.Context, fallback string) (name string, clustered bool, err error) {
 	var status []struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
 	if err := s.get(ctx, "/cluster/status", nil, &status); err != nil {
-		return "", err
+		return "", false, err
 	}
 	for _, e := range status {
 		if e.Type == "cluster" && e.Name != "" {
-			return e.Name, nil
+			return e.Name, true, nil
 		}
 	}
-	return fallback, nil
+	return fallback, false, nil
 }
 
 // Disconnect closes the session's idle connections. API tokens have no session to end,

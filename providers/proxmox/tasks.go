@@ -44,6 +44,7 @@ func (s *session) pollTask(ctx context.Context, t providersdk.Task) (taskState, 
 	}
 	if err := s.get(ctx, "/nodes/"+node+"/tasks/"+t.Ref+"/status", nil, &st); err != nil {
 		if notFound(err) {
+			s.cloneEnded(t.Ref)
 			return taskDone, nil // PVE rotates its task index: a forgotten task is long over
 		}
 		return taskDone, err
@@ -51,6 +52,7 @@ func (s *session) pollTask(ctx context.Context, t providersdk.Task) (taskState, 
 	if st.Status == "running" {
 		return taskRunning, nil
 	}
+	s.cloneEnded(t.Ref)
 	if st.ExitStatus != "" && st.ExitStatus != "OK" && !strings.HasPrefix(st.ExitStatus, "WARNINGS") {
 		return taskDone, providersdk.TaskFailed(t, st.ExitStatus)
 	}

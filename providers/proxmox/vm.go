@@ -6,11 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/luthermonson/go-proxmox"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
@@ -32,10 +38,12 @@ const (
 
 // resource is a guest as /cluster/resources?type=vm lists it.
 type resource struct {
-	VMID     int    `json:"vmid"`
-	Node     string `json:"node"`
-	Name     string `json:"name"`
-	Type     string `json:"type"`
+	VMID int    `json:"vmid"`
+	Node string `json:"node"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Status is running or stopped; a VM read directly from its config has none, and
+	// its power is read from status/current.
 	Status   string `json:"status"`
 	Tags     string `json:"tags"`
 	Lock     string `json:"lock"`
@@ -82,17 +90,81 @@ func (s *session) guests(ctx context.Context) ([]resource, error) {
 	return slices.DeleteFunc(all, func(r resource) bool { return r.Type != "" && r.Type != "qemu" }), nil
 }
 
-// findVM finds the machine's VM: a guest with its tag or its name, confirmed by the UID
-// in its description. It returns nil when there is none.
-func (s *session) findVM(ctx context.Context, m *providersdk.Machine) (*vmState, error) {
-	all, err := s.guests(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.findIn(ctx, all, m)
+// location is where a VM was last seen: its node and VMID.
+type location struct {
+	node string
+	vmid int
 }
 
-// findIn is findVM on a guest list already read.
+func (l location) known() bool { return l.node != "" && l.vmid > 0 }
+
+// findVM finds the machine's VM, confirmed by the UID in its description; nil when
+// there is none. obs, when not nil, is what Observe reported in this reconcile.
+func (s *session) findVM(ctx context.Context, m *providersdk.Machine, obs *providersdk.Observation) (*vmState, error) {
+	vm, _, err := s.lookup(ctx, m, obs)
+	return vm, err
+}
+
+// lookup finds the machine's VM. Where the machine knows its VM to be (see
+// lastLocation), it reads that VM's config alone: one call, whatever the cluster's
+// size. When that is not the machine's VM (none recorded, moved to another node, gone,
+// another VM on the VMID), it lists the cluster's guests and looks there, as findIn
+// does; the listing is returned then, and nil when the direct read sufficed. A VM not
+// found is nil: the listing was read.
+func (s *session) lookup(ctx context.Context, m *providersdk.Machine, obs *providersdk.Observation) (*vmState, []resource, error) {
+	if loc := s.lastLocation(m, obs); loc.known() {
+		vm, err := s.direct(ctx, m, loc)
+		if err != nil || vm != nil {
+			return vm, nil, err
+		}
+	}
+	all, err := s.guests(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	vm, err := s.findIn(ctx, all, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	if vm == nil {
+		s.forget(m.UID)
+	}
+	return vm, all, nil
+}
+
+// direct reads the config of the VM at loc and returns it when its description names
+// the machine's UID. It returns nil, for the caller to list the cluster, when the VM
+// is not there, is a template or is another machine's, or when its node does not
+// answer (its VMs may have moved elsewhere). A VM with the machine's tag and another
+// UID is an IdentityMismatch, as in findIn.
+func (s *session) direct(ctx context.Context, m *providersdk.Machine, loc location) (*vmState, error) {
+	conf, err := s.config(ctx, loc.node, loc.vmid)
+	if err != nil {
+		if ctx.Err() != nil || providersdk.IsUnauthorized(err) || providersdk.IsPermanent(err) ||
+			(providersdk.IsUnreachable(err) && !errors.Is(err, proxmox.ErrNodeUnreachable)) {
+			return nil, err // PVE itself is not there: the listing would fail alike
+		}
+		return nil, nil
+	}
+	if conf == nil || conf["template"] == "1" {
+		return nil, nil
+	}
+	if descriptionUID(conf["description"]) != string(m.UID) {
+		if tag := TagPrefix + string(m.UID); slices.Contains(splitTags(conf["tags"]), tag) {
+			return nil, identityMismatch(loc.vmid, conf["name"], tag)
+		}
+		return nil, nil // the VMID went to another VM
+	}
+	vm := &vmState{conf: conf, resource: resource{
+		VMID: loc.vmid, Node: loc.node, Name: conf["name"], Type: "qemu",
+		Tags: conf["tags"], Lock: conf["lock"],
+	}}
+	s.remember(m.UID, loc)
+	return vm, nil
+}
+
+// findIn finds the machine's VM on a guest list already read: a guest with its tag or
+// its name, confirmed by the UID in its description. It returns nil when there is none.
 func (s *session) findIn(ctx context.Context, all []resource, m *providersdk.Machine) (*vmState, error) {
 	tag, name := TagPrefix+string(m.UID), vmName(m.Namespace, m.Name)
 	for _, r := range all {
@@ -105,14 +177,89 @@ func (s *session) findIn(ctx context.Context, all []resource, m *providersdk.Mac
 		}
 		if conf == nil || descriptionUID(conf["description"]) != string(m.UID) {
 			if slices.Contains(splitTags(r.Tags), tag) && conf != nil {
-				return nil, providersdk.Permanent(infrav1.MachineIdentityMismatchReason,
-					"VM %d (%s) has this machine's tag %s but its description does not name the machine's UID; it is left alone", r.VMID, r.Name, tag)
+				return nil, identityMismatch(r.VMID, r.Name, tag)
 			}
 			continue // another VM with the name: PVE names need not be unique
 		}
+		s.remember(m.UID, location{node: r.Node, vmid: r.VMID})
 		return &vmState{resource: r, conf: conf}, nil
 	}
 	return nil, nil
+}
+
+// identityMismatch is the error of a VM that carries the machine's tag but whose
+// description names another UID.
+func identityMismatch(vmid int, name, tag string) error {
+	return providersdk.Permanent(infrav1.MachineIdentityMismatchReason,
+		"VM %d (%s) has this machine's tag %s but its description does not name the machine's UID; it is left alone", vmid, name, tag)
+}
+
+// lastLocation is where the machine's VM was last seen, best first: the Observation of
+// this reconcile, where this session last found it, the machine's status.proxmox, or
+// the VMID of its spec.providerID on the node it was placed on. The zero location
+// when none is known.
+func (s *session) lastLocation(m *providersdk.Machine, obs *providersdk.Observation) location {
+	if obs != nil {
+		if d, ok := obs.Details.(*infrav1.ProxmoxStatus); ok && d != nil {
+			if loc := (location{node: d.Node, vmid: int(d.VMID)}); loc.known() {
+				return loc
+			}
+		}
+	}
+	s.placesMu.Lock()
+	loc, ok := s.places[m.UID]
+	s.placesMu.Unlock()
+	if ok {
+		return loc
+	}
+	recorded := statusBlock(m)
+	if loc := (location{node: recorded.Node, vmid: int(recorded.VMID)}); loc.known() {
+		return loc
+	}
+	rest, ok := strings.CutPrefix(m.Spec.ProviderID, "proxmox://"+s.cluster+"/")
+	if !ok {
+		return location{}
+	}
+	vmid, err := strconv.Atoi(rest)
+	if err != nil {
+		return location{}
+	}
+	opts := &infrav1.ProxmoxOptions{}
+	if m.Object != nil {
+		_ = m.SpecField("proxmox", opts) // a bad block is reported by Create; here it is a hint
+	}
+	return location{node: first(recorded.Node, opts.Node, m.Spec.FailureDomain), vmid: vmid}
+}
+
+// statusBlock reads the machine's status.proxmox, the zero status when it has none or
+// it cannot be read.
+func statusBlock(m *providersdk.Machine) infrav1.ProxmoxStatus {
+	var st infrav1.ProxmoxStatus
+	if m.Object == nil {
+		return st
+	}
+	raw, ok, err := unstructured.NestedMap(m.Object.Object, "status", "proxmox")
+	if err != nil || !ok {
+		return st
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st); err != nil {
+		return infrav1.ProxmoxStatus{}
+	}
+	return st
+}
+
+// remember records where the machine's VM was found, for the next lookups.
+func (s *session) remember(uid k8stypes.UID, loc location) {
+	s.placesMu.Lock()
+	defer s.placesMu.Unlock()
+	s.places[uid] = loc
+}
+
+// forget drops what the session knows of where the machine's VM is, once it is gone.
+func (s *session) forget(uid k8stypes.UID) {
+	s.placesMu.Lock()
+	defer s.placesMu.Unlock()
+	delete(s.places, uid)
 }
 
 // config reads a VM's config; nil when the VM is gone.

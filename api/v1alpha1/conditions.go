@@ -58,7 +58,8 @@ const (
 	// VirtualMachineMachineNotFoundReason: the infrastructure machine does not exist yet.
 	VirtualMachineMachineNotFoundReason = "MachineNotFound"
 
-	// VirtualMachineMachineNotReadyReason: the machine exists and reports no Ready condition yet.
+	// VirtualMachineMachineNotReadyReason: the machine exists and is not Ready yet: it reports
+	// no Ready condition yet, or a step under way that the machine's own Ready condition names.
 	VirtualMachineMachineNotReadyReason = "MachineNotReady"
 
 	// VirtualMachinePowerStateMismatchReason: the machine is ready but not yet in the asked-for power state.

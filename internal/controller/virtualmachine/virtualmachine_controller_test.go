@@ -1,6 +1,7 @@
 package virtualmachine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,18 +56,26 @@ func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
 	f.g.Expect(*vm.Status.Initialization.Provisioned).To(BeTrue())
 	f.g.Expect(vm.Status.ObservedGeneration).To(Equal(vm.Generation))
 
-	// Each step the user cares about is an Event on the VM.
-	f.g.Eventually(func(g Gomega) {
+	// Each step the user cares about is an Event on the VM, and from creation to Ready
+	// those are two: placed with its machine created, then running.
+	reasons := func(g Gomega) []string {
 		list := &eventsv1.EventList{}
 		g.Expect(k8s.List(f.ctx, list, client.InNamespace(f.ns))).To(Succeed())
-		var reasons []string
+		var out []string
 		for _, e := range list.Items {
 			if e.Regarding.Name == "web" && e.Regarding.Kind == "VirtualMachine" {
-				reasons = append(reasons, e.Reason)
+				g.Expect(e.Series).To(BeNil(), "the %s Event was recorded more than once", e.Reason)
+				out = append(out, e.Reason)
 			}
 		}
-		g.Expect(reasons).To(ContainElements(banlieuev1.VirtualMachineScheduledReason, "MachineCreated"))
-	}, 10*time.Second).Should(Succeed())
+		return out
+	}
+	f.g.Eventually(reasons, 10*time.Second).Should(ConsistOf(banlieuev1.VirtualMachineScheduledReason, banlieuev1.VirtualMachineRunningReason))
+	f.g.Consistently(reasons, 500*time.Millisecond).Should(ConsistOf(banlieuev1.VirtualMachineScheduledReason, banlieuev1.VirtualMachineRunningReason))
+	f.expectEvent("web", banlieuev1.VirtualMachineScheduledReason, corev1.EventTypeNormal,
+		fmt.Sprintf("Placed on Provider %s/p1, failure domain \"fd-a\"; created TestMachine web", f.ns))
+	f.expectEvent("web", banlieuev1.VirtualMachineRunningReason, corev1.EventTypeNormal,
+		fmt.Sprintf("The VM is running on Provider %s/p1; TestMachine web is Ready: Provisioned", f.ns))
 
 	// An idle VM and its machine are not written again.
 	vmVersion, machineVersion := vm.ResourceVersion, m.ResourceVersion
@@ -82,13 +91,32 @@ func TestMachineNotReadyYetKeepsTheVMProvisioning(t *testing.T) {
 		p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"}
 	})
 	f.vm("slow", class, image)
-	f.eventuallyVM("slow", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+	f.g.Eventually(func(g Gomega) {
+		m := f.machine("slow")
+		g.Expect(m).NotTo(BeNil())
+		g.Expect(m.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", banlieuev1.ReadyCondition), HaveField("Reason", "Cloning"))))
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	// The machine moving from no Ready condition to Cloning, one step under way to
+	// another, neither wakes nor changes the VM: it stays not Ready, Provisioning, with
+	// the reason it was placed with.
+	notReadyYet := func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseProvisioning))
-		ready := condition(vm, banlieuev1.ReadyCondition)
-		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Reason).To(Equal("Cloning"), "Ready carries the machine's own reason")
-		g.Expect(ready.Message).To(Equal("clone in progress"))
-	})
+		for _, t := range []string{banlieuev1.ReadyCondition, banlieuev1.VirtualMachineInfrastructureReadyCondition} {
+			c := condition(vm, t)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(banlieuev1.VirtualMachineMachineNotReadyReason))
+			g.Expect(c.Message).To(Equal("waiting for TestMachine slow to be Ready; its own Ready condition names the step under way once its provider has reconciled it"))
+		}
+	}
+	vm := f.eventuallyVM("slow", notReadyYet)
+	f.g.Consistently(func(g Gomega) {
+		got := &banlieuev1.VirtualMachine{}
+		g.Expect(k8s.Get(f.ctx, clientKey(vm), got)).To(Succeed())
+		g.Expect(got.ResourceVersion).To(Equal(vm.ResourceVersion), "the VM was written while its machine was Cloning")
+		notReadyYet(g, got)
+	}, time.Second, 100*time.Millisecond).Should(Succeed())
+
 	f.update(p, func() { p.Spec.Parameters = nil })
 	m := f.machine("slow")
 	f.update(m, func() { m.Labels = map[string]string{"poke": "1"} }) // the test provider does not watch Providers
@@ -462,6 +490,10 @@ func TestARecordedPlacementWithoutAMachineIsCompletedNotRedone(t *testing.T) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
 	})
 	f.g.Expect(f.machine("v").Spec.ProviderRef.Name).To(Equal("b"))
+	// The placement's Scheduled Event was never recorded; the machine's creation is an
+	// Event of its own.
+	f.expectEvent("v", banlieuev1.VirtualMachineMachineCreatedReason, corev1.EventTypeNormal, "Created TestMachine v on Provider "+f.ns+"/b")
+	f.g.Expect(f.events(f.g, "v")).NotTo(HaveKey(banlieuev1.VirtualMachineScheduledReason))
 }
 
 func TestAPlacedVMWhoseClassIsDeletedKeepsItsMachineAndSaysWhy(t *testing.T) {

@@ -24,6 +24,12 @@ var progressingReasons = map[string]bool{
 	banlieuev1.VirtualMachineMachineNotReadyReason: true,
 }
 
+// inProgress reports whether a machine whose Ready condition has status and reason is
+// not Ready because a step is under way.
+func inProgress(status metav1.ConditionStatus, reason string) bool {
+	return status != metav1.ConditionTrue && progressingReasons[reason]
+}
+
 // lifecycleEvent is an Event for one lifecycle step.
 type lifecycleEvent struct {
 	eventType, reason, action, note string
@@ -32,15 +38,26 @@ type lifecycleEvent struct {
 // lifecycleEvents returns an Event for each lifecycle step between the VM's status as
 // stored before this reconcile and the status it is about to write. They are recorded
 // once that write succeeded, so a step is reported once and an unchanged state never.
+//
+// A machine's progress is not a step of its own: a move from one step under way to
+// another (MachineNotReady, Cloning, Updating) is not reported, and a machine that turns
+// Ready in the write that makes the VM Running or Stopped is reported by that phase's
+// Event alone.
 func lifecycleEvents(before, after *banlieuev1.VirtualMachine) []lifecycleEvent {
 	var out []lifecycleEvent
+	phase := phaseEvent(before, after)
 	if b, a := meta.FindStatusCondition(before.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition),
 		meta.FindStatusCondition(after.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition); a != nil &&
-		(b == nil || b.Status != a.Status || b.Reason != a.Reason) &&
-		// A machine that has just been created has reported nothing yet; MachineCreated
-		// already says so.
-		(b != nil || a.Reason != banlieuev1.VirtualMachineMachineNotReadyReason) {
-		out = append(out, infrastructureEvent(after, a))
+		(b == nil || b.Status != a.Status || b.Reason != a.Reason) {
+		e := infrastructureEvent(after, a)
+		switch {
+		case a.Status == metav1.ConditionTrue && phase != nil:
+			phase.note += "; " + e.note
+		case inProgress(a.Status, a.Reason) && (b == nil || inProgress(b.Status, b.Reason)):
+			// Still under way, or just begun: the VM's phase (Provisioning) says so.
+		default:
+			out = append(out, e)
+		}
 	}
 	if b, a := meta.FindStatusCondition(before.Status.Conditions, banlieuev1.VirtualMachinePlacementValidCondition),
 		meta.FindStatusCondition(after.Status.Conditions, banlieuev1.VirtualMachinePlacementValidCondition); a != nil &&
@@ -48,17 +65,26 @@ func lifecycleEvents(before, after *banlieuev1.VirtualMachine) []lifecycleEvent 
 		out = append(out, lifecycleEvent{corev1.EventTypeNormal, banlieuev1.VirtualMachineMigratingReason, "Migrate",
 			fmt.Sprintf("Moving the VM off Provider %s: %s", locationOf(after).ProviderKey(), a.Message)})
 	}
-	if before.Status.Phase != after.Status.Phase {
-		switch after.Status.Phase {
-		case banlieuev1.PhaseRunning:
-			out = append(out, lifecycleEvent{corev1.EventTypeNormal, banlieuev1.VirtualMachineRunningReason, "Run",
-				"The VM is running on Provider " + locationOf(after).ProviderKey()})
-		case banlieuev1.PhaseStopped:
-			out = append(out, lifecycleEvent{corev1.EventTypeNormal, banlieuev1.VirtualMachineStoppedReason, "Stop",
-				"The VM is powered off on Provider " + locationOf(after).ProviderKey()})
-		}
+	if phase != nil {
+		out = append(out, *phase)
 	}
 	return out
+}
+
+// phaseEvent reports the VM entering phase Running or Stopped; nil for any other change.
+func phaseEvent(before, after *banlieuev1.VirtualMachine) *lifecycleEvent {
+	if before.Status.Phase == after.Status.Phase {
+		return nil
+	}
+	switch after.Status.Phase {
+	case banlieuev1.PhaseRunning:
+		return &lifecycleEvent{corev1.EventTypeNormal, banlieuev1.VirtualMachineRunningReason, "Run",
+			"The VM is running on Provider " + locationOf(after).ProviderKey()}
+	case banlieuev1.PhaseStopped:
+		return &lifecycleEvent{corev1.EventTypeNormal, banlieuev1.VirtualMachineStoppedReason, "Stop",
+			"The VM is powered off on Provider " + locationOf(after).ProviderKey()}
+	}
+	return nil
 }
 
 // infrastructureEvent reports the infrastructure machine's new Ready state c.

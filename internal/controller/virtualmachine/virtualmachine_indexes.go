@@ -3,8 +3,11 @@ package virtualmachine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -110,18 +113,121 @@ func providerChanged() predicate.Predicate {
 	}
 }
 
-// machineChanged passes every machine event but an update that changed nothing except
-// spec.providerID. A provider writes its status right after the providerID, with the
-// new status.observedGeneration, and that event carries the providerID to the VM in the
-// same status write: one VM write saved per machine.
+// machineChanged passes every machine event but an update that changes nothing the VM
+// acts on:
+//
+//   - one that changed nothing except spec.providerID. A provider writes its status right
+//     after the providerID, with the new status.observedGeneration, and that event carries
+//     the providerID to the VM in the same status write: one VM write saved per machine.
+//   - one that only moves the machine from one step under way to another (see
+//     onlyProgressChanged): the VM, still not Ready and Provisioning, would write nothing
+//     new, and a reconcile is saved per step.
 func machineChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okOld := e.ObjectOld.(*unstructured.Unstructured)
 			n, okNew := e.ObjectNew.(*unstructured.Unstructured)
-			return !okOld || !okNew || !onlyProviderIDChanged(o, n)
+			return !okOld || !okNew || (!onlyProviderIDChanged(o, n) && !onlyProgressChanged(o, n))
 		},
 	}
+}
+
+// onlyProgressChanged reports whether two versions of a machine differ only in the step
+// under way: its Ready condition keeps its status and moves between progressing reasons
+// (or changes its message; a machine without one reads as MachineNotReady, as mirror
+// reads it), and status.task may change, which the VM does not read. Any other change
+// wakes the VM: a change of Ready's status, a failure reason, the generation, metadata
+// (deletion, annotations, owners), and every status field, mirrored (addresses,
+// initialization, powerState) or not (failureDomain, observedGeneration, other
+// conditions, the backend's block).
+func onlyProgressChanged(o, n *unstructured.Unstructured) bool {
+	if o.GetGeneration() != n.GetGeneration() {
+		return false
+	}
+	was, wasReason, ok := machineReady(o)
+	if !ok || !inProgress(was, wasReason) {
+		return false
+	}
+	is, isReason, ok := machineReady(n)
+	if !ok || is != was || !inProgress(is, isReason) {
+		return false
+	}
+	return equality.Semantic.DeepEqual(withoutProgress(o), withoutProgress(n))
+}
+
+// machineReady returns the status and reason of the machine's Ready condition, or
+// False and MachineNotReady when it has none; ok is false when its conditions do not
+// parse.
+func machineReady(u *unstructured.Unstructured) (status metav1.ConditionStatus, reason string, ok bool) {
+	conditions, found, err := unstructured.NestedSlice(u.Object, "status", "conditions")
+	if err != nil {
+		return "", "", false
+	}
+	if found {
+		for _, c := range conditions {
+			m, isMap := c.(map[string]any)
+			if !isMap {
+				return "", "", false
+			}
+			if m["type"] != banlieuev1.ReadyCondition {
+				continue
+			}
+			s, sOK := m["status"].(string)
+			r, rOK := m["reason"].(string)
+			return metav1.ConditionStatus(s), r, sOK && rOK
+		}
+	}
+	return metav1.ConditionFalse, banlieuev1.VirtualMachineMachineNotReadyReason, true
+}
+
+// withoutProgress returns the machine's object without what onlyProgressChanged lets
+// change: metadata.resourceVersion and managedFields, status.task and the Ready
+// condition, and status fields left empty. It copies maps and lists one level deep
+// only, and changes nothing of u.
+func withoutProgress(u *unstructured.Unstructured) map[string]any {
+	out := maps.Clone(u.Object)
+	if md, ok := out["metadata"].(map[string]any); ok {
+		md = maps.Clone(md)
+		delete(md, "resourceVersion")
+		delete(md, "managedFields")
+		out["metadata"] = md
+	}
+	status, ok := out["status"].(map[string]any)
+	if !ok {
+		return out
+	}
+	status = maps.Clone(status)
+	delete(status, "task")
+	if conditions, ok := status["conditions"].([]any); ok {
+		status["conditions"] = slices.DeleteFunc(slices.Clone(conditions), func(c any) bool {
+			m, ok := c.(map[string]any)
+			return ok && m["type"] == banlieuev1.ReadyCondition
+		})
+	}
+	for k, v := range status {
+		if empty(v) {
+			delete(status, k)
+		}
+	}
+	if len(status) == 0 {
+		delete(out, "status")
+	} else {
+		out["status"] = status
+	}
+	return out
+}
+
+// empty reports whether a field's value says nothing: null, {} or [].
+func empty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		return len(v) == 0
+	}
+	return false
 }
 
 // onlyProviderIDChanged reports whether spec.providerID is all that differs between two

@@ -95,10 +95,18 @@ func TestLifecycleStepsAreEventsAndMetrics(t *testing.T) {
 
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseProvisioning))
-		g.Expect(condition(vm, banlieuev1.ReadyCondition).Reason).To(Equal("Cloning"))
+		g.Expect(condition(vm, banlieuev1.ReadyCondition).Reason).To(Equal(banlieuev1.VirtualMachineMachineNotReadyReason))
 		g.Expect(vmsIn(g, banlieuev1.PhaseProvisioning, on)).To(Equal(1.0))
 	})
-	f.expectEvent("v", banlieuev1.VirtualMachineInfrastructureProgressingReason, corev1.EventTypeNormal, "TestMachine v is not Ready: Cloning (clone in progress)")
+	// Placed and its machine created: one Event.
+	f.expectEvent("v", banlieuev1.VirtualMachineScheduledReason, corev1.EventTypeNormal, "Placed on Provider "+on+", failure domain \"\"; created TestMachine v")
+	f.g.Eventually(func(g Gomega) {
+		g.Expect(f.machine("v").Status.Conditions).To(ContainElement(HaveField("Reason", "Cloning")))
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	// The machine's progress is no step of its own.
+	f.g.Consistently(func(g Gomega) {
+		g.Expect(f.events(g, "v")).To(HaveLen(1), "Events other than Scheduled while the machine clones")
+	}, 500*time.Millisecond).Should(Succeed())
 
 	f.update(p, func() { p.Spec.Parameters = nil })
 	m := f.machine("v")
@@ -108,8 +116,12 @@ func TestLifecycleStepsAreEventsAndMetrics(t *testing.T) {
 		g.Expect(vmsIn(g, banlieuev1.PhaseRunning, on)).To(Equal(1.0))
 		g.Expect(vmsIn(g, banlieuev1.PhaseProvisioning, on)).To(BeZero())
 	})
-	f.expectEvent("v", banlieuev1.VirtualMachineInfrastructureReadyReason, corev1.EventTypeNormal, "TestMachine v is Ready: Provisioned")
-	f.expectEvent("v", banlieuev1.VirtualMachineRunningReason, corev1.EventTypeNormal, "running on Provider "+on)
+	// The machine turned Ready in the write that made the VM Running: the phase's Event
+	// says both.
+	f.expectEvent("v", banlieuev1.VirtualMachineRunningReason, corev1.EventTypeNormal, "The VM is running on Provider "+on+"; TestMachine v is Ready: Provisioned")
+	f.g.Consistently(func(g Gomega) {
+		g.Expect(f.events(g, "v")).To(HaveLen(2), "Events other than Scheduled and Running from creation to Ready")
+	}, 500*time.Millisecond).Should(Succeed())
 
 	// The time to Ready was observed; other tests' VMs may have turned Ready meanwhile,
 	// but none is older than this test's, so the mean is bounded by this VM's age.
@@ -184,6 +196,19 @@ func TestAFailedMachineIsAWarning(t *testing.T) {
 		g.Expect(vmsIn(g, banlieuev1.PhaseProvisioning, f.ns+"/p1")).To(Equal(1.0))
 	})
 	f.expectEvent("v", banlieuev1.VirtualMachineInfrastructureFailedReason, corev1.EventTypeWarning, "TestMachine v is not Ready: ProviderNotFound")
+
+	// Back with its Provider, the machine leaves the failure for a step under way: that
+	// is reported, as the VM would otherwise still show the failure's Warning last.
+	f.provider("p1", nil, func(p *banlieuev1.Provider) {
+		p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"}
+	})
+	m := f.machine("v")
+	f.update(m, func() { m.Labels = map[string]string{"poke": "1"} }) // the test provider does not watch Providers
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(condition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition).Reason).To(Equal("Cloning"))
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseProvisioning))
+	})
+	f.expectEvent("v", banlieuev1.VirtualMachineInfrastructureProgressingReason, corev1.EventTypeNormal, "TestMachine v is not Ready: Cloning (clone in progress)")
 }
 
 func TestTimeToReadyIsObservedOncePerVMForATransitionThisProcessWrote(t *testing.T) {

@@ -41,6 +41,11 @@ type scope struct {
 	// missingRef is set when the VM's class or image does not exist: the VM cannot be
 	// placed, or re-resolved where it is, until it does.
 	missingRef *metav1.Condition
+	// placed is set once this reconcile recorded a new placement: its Scheduled Event
+	// then also reports the machine's creation, which needs no Event of its own.
+	placed bool
+	// created is set once this reconcile created the VM's infrastructure machine.
+	created bool
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
@@ -134,14 +139,22 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	if err := r.patchStatus(ctx, s, true); err != nil {
 		return err
 	}
-	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineScheduledReason, "Schedule",
-		"Placed on Provider %s, failure domain %q", d.ProviderKey(), d.FailureDomain)
+	// The placement's Events are reported after its conditional write, so only once.
 	if s.movedFrom != "" {
-		// Reported after the placement's conditional write, so only once.
 		r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMigratedReason, "Migrate",
 			"Old machine on Provider %s is gone; moved to Provider %s", s.movedFrom, d.ProviderKey())
 	}
-	return r.ensureMachine(ctx, s, d, class, image)
+	// Scheduled waits for the machine, so that one Event says where the VM went and that
+	// its machine exists; it is recorded even when creating the machine failed, and the
+	// reconcile that creates it later reports MachineCreated.
+	s.placed = true
+	err = r.ensureMachine(ctx, s, d, class, image)
+	note := fmt.Sprintf("Placed on Provider %s, failure domain %q", d.ProviderKey(), d.FailureDomain)
+	if s.created {
+		note += fmt.Sprintf("; created %s %s", kind.Kind, vm.Name)
+	}
+	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineScheduledReason, "Schedule", "%s", note)
+	return err
 }
 
 // handleInvalidPlacement applies the VM's migration policy to a placement that no longer
@@ -340,7 +353,13 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 			return fmt.Errorf("failed to apply %s %s: %w", gvk.Kind, vm.Name, err)
 		}
 		if s.machine == nil {
-			r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineCreatedReason, "Create", "Created %s %s", gvk.Kind, vm.Name)
+			s.created = true
+			if !s.placed {
+				// A placed VM whose machine was not created with its placement (an error,
+				// a restart in between) or is gone; a new placement's Scheduled Event says it.
+				r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineCreatedReason, "Create",
+					"Created %s %s on Provider %s", gvk.Kind, vm.Name, d.ProviderKey())
+			}
 			ctrl.LoggerFrom(ctx).Info("Created infrastructure machine", gvk.Kind, klog.KRef(vm.Namespace, vm.Name),
 				"Provider", klog.KRef(d.ProviderNamespace, d.ProviderName))
 		}
@@ -452,18 +471,40 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	vm.Status.Addresses = status.Addresses
 	vm.Status.Initialization = status.Initialization
 	vm.Status.ObservedPowerState = status.PowerState
-	if c := meta.FindStatusCondition(status.Conditions, banlieuev1.ReadyCondition); c != nil {
-		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
-	} else {
+	c := meta.FindStatusCondition(status.Conditions, banlieuev1.ReadyCondition)
+	switch cur := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition); {
+	case keepsProgress(cur, c):
+		// A machine moving from one step under way to another does not wake the VM (see
+		// machineChanged), and a reconcile woken by something else does not copy that
+		// move either: the VM's status does not depend on when core looked, and such a
+		// look costs no write. The VM keeps the reason it had, which still says that the
+		// machine is not Ready yet; the machine's own Ready condition names the step.
+		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, false, cur.Reason, cur.Message)
+	case c == nil:
 		machineNotReady(vm)
+	default:
+		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
 	}
 	return nil
 }
 
-// machineNotReady says that the VM's machine has not reported a Ready condition yet.
+// keepsProgress reports whether the VM's InfrastructureReady condition cur stays as it
+// is while the machine's Ready condition is ready (nil: none yet, which the VM reads as
+// MachineNotReady): both say that a step is under way. MachineNotFound does not stay:
+// "does not exist yet" is no longer true of a machine that was read.
+func keepsProgress(cur, ready *metav1.Condition) bool {
+	if cur == nil || !inProgress(cur.Status, cur.Reason) || cur.Reason == banlieuev1.VirtualMachineMachineNotFoundReason {
+		return false
+	}
+	return ready == nil || inProgress(ready.Status, ready.Reason)
+}
+
+// machineNotReady says that the VM's machine exists and is not Ready yet. It is what
+// the VM says from its placement until the machine is Ready or reports a failure.
 func machineNotReady(vm *banlieuev1.VirtualMachine) {
 	setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, false, banlieuev1.VirtualMachineMachineNotReadyReason,
-		fmt.Sprintf("%s %s has not reported a Ready condition yet", vm.Status.InfrastructureRef.Kind, vm.Status.InfrastructureRef.Name))
+		fmt.Sprintf("waiting for %s %s to be Ready; its own Ready condition names the step under way once its provider has reconciled it",
+			vm.Status.InfrastructureRef.Kind, vm.Status.InfrastructureRef.Name))
 }
 
 // deleteMachine deletes the VM's infrastructure machine and reports whether it is gone.

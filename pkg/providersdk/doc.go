@@ -6,6 +6,31 @@
 // session per Provider, tracks in-flight tasks, backs off, and writes spec.providerID
 // and the contract's status.
 //
+// # Steps and tasks
+//
+// A Create or Update that returns a Task is asynchronous: the task is recorded in
+// status.task and polled through Observe. One that returns no Task is a synchronous
+// step: the Reconciler observes the VM again and, while it exists, is not up to date and
+// runs no task, calls Update again in the same reconcile, up to four steps per
+// reconcile. A driver whose update is several synchronous calls (a config change, a
+// resize, then a power-on task) so costs one reconcile and one status write, not one
+// per step.
+//
+// # Guest addresses
+//
+// A running VM whose guest has reported no address yet (Observation.WaitingForGuest) is
+// looked at again, each look a backend round trip. By default that goes on from 2 s
+// doubling to 2 min for 16 looks, about 25 minutes (WithGuestBackoff). A Client that
+// also implements GuestAddressReporter tells in one call for the whole Provider which
+// VMs' guests report an address; for it the Reconciler looks only for a short window
+// after the VM starts (2 s doubling to 30 s, 5 looks: WithGuestWindow), and the Provider
+// controller, on its periodic inventory refresh (Config.InventoryInterval), makes that
+// one call when some Ready, powered-on machine of the Provider has a providerID but no
+// address, and wakes exactly the machines whose VM now reports one. Machines are read
+// from the manager's cache; Setup wires the wakeups (WithMachineWakeups, WithWakeups)
+// through a source.Channel. Idle VMs then cost the backend nothing per VM: one call per
+// Provider per refresh while some guest has no address, none once all have one.
+//
 // The package imports no backend library; it reads infrastructure machines as
 // unstructured objects through pkg/contract, so one Reconciler serves any machine kind.
 // A provider grants its controller RBAC for its machine kind (get, list, watch, patch,

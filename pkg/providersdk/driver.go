@@ -59,7 +59,10 @@ type Client interface {
 	// Create makes the machine's VM. It succeeds when the VM already exists.
 	Create(ctx context.Context, m *Machine) (CreateResult, error)
 
-	// Update brings an existing VM in line with the machine's spec.
+	// Update brings an existing VM in line with the machine's spec. It may take one step
+	// of several: a step returned without a Task is synchronous, and the Reconciler
+	// observes the VM again and, while it is still not up to date, calls Update again in
+	// the same reconcile, a few times at most.
 	Update(ctx context.Context, m *Machine, o Observation) (UpdateResult, error)
 
 	// Delete removes the machine's VM. It succeeds when the VM is already gone.
@@ -76,6 +79,27 @@ type Client interface {
 
 	// Disconnect closes the session.
 	Disconnect(ctx context.Context) error
+}
+
+// GuestAddressReporter is an optional interface of a Client: a backend that can tell, in
+// one bounded call for the whole Provider, which of its VMs' guests report an address.
+//
+// Without it, the Reconciler looks at each running VM whose guest has reported no
+// address yet again and again, one backend round trip per VM per look, for about 25
+// minutes (WithGuestBackoff): a guest with no operating system or no agent never reports
+// one. With it, the Reconciler looks at such a VM only for a short window after it
+// starts (WithGuestWindow) and then stops; the Provider controller, on its periodic
+// inventory refresh, makes this one call when some Ready machine of the Provider has a
+// providerID but no address, and wakes exactly the machines whose VM now reports one. A
+// Provider of idle VMs then costs one call per refresh, whatever the number of VMs, and
+// none when every running machine has its address.
+type GuestAddressReporter interface {
+	// GuestsWithAddresses returns the providerIDs (as Observation.ProviderID reports
+	// them) of the Provider's VMs whose guests report at least one address that Observe
+	// would put in Observation.Addresses. VMs of other Providers may be included; they
+	// are ignored. It never changes the backend, and makes a bounded number of backend
+	// calls whatever the number of VMs.
+	GuestsWithAddresses(ctx context.Context) (map[string]bool, error)
 }
 
 // Inventory is what a backend offers to VMs.
@@ -180,7 +204,10 @@ type Observation struct {
 	// domain UUID), written to the machine's status block named by WithStatusBlock.
 	Details any
 	// WaitingForGuest is true while the VM runs but its guest has not reported an
-	// address yet: the Reconciler looks again after a growing interval, for a while.
+	// address yet: the Reconciler looks again after a growing interval, for a while
+	// (WithGuestBackoff), or for a short window when the Client is a
+	// GuestAddressReporter (WithGuestWindow), which the Provider controller then
+	// watches for the address.
 	WaitingForGuest bool
 }
 

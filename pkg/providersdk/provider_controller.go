@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/contract"
 )
 
 // ProviderFinalizer keeps a Provider until no infrastructure machine runs on it, so its
@@ -36,8 +37,9 @@ const ProviderFinalizer = "banlieue.io/provider"
 
 // ProviderReconciler claims the Providers of one provider class: it publishes the
 // machine kind core creates for them, checks the backend and credentials, reads the
-// inventory into failure domains on a modest interval, and holds a Provider being
-// deleted until its machines are gone.
+// inventory into failure domains on a modest interval, wakes the machines whose guests
+// have come to report an address, and holds a Provider being deleted until its
+// machines are gone.
 type ProviderReconciler struct {
 	client   client.Client
 	class    string
@@ -45,22 +47,46 @@ type ProviderReconciler struct {
 	sessions *Sessions
 	interval time.Duration
 	backoff  workqueue.TypedRateLimiter[types.UID]
+
+	// machines reads the machines that may be woken: the manager's cache once set up.
+	machines client.Reader
+	// wakeups is where machines whose guests now report an address are sent; nil when
+	// nothing listens.
+	wakeups chan<- event.GenericEvent
+}
+
+// ProviderOption configures a ProviderReconciler.
+type ProviderOption func(*ProviderReconciler)
+
+// WithMachineWakeups makes the ProviderReconciler, after each inventory refresh of a
+// Provider whose session is a GuestAddressReporter, send on ch the machines of the
+// Provider that wait for their guest's address (Ready, with a providerID and powered
+// on, but no address) and whose VMs now report one. Setup hands the same channel to the
+// machine Reconciler (WithWakeups). A send waits for the receiver, or for ctx to end.
+func WithMachineWakeups(ch chan<- event.GenericEvent) ProviderOption {
+	return func(r *ProviderReconciler) { r.wakeups = ch }
 }
 
 // NewProviderReconciler returns a ProviderReconciler for Providers of class whose
 // machines are of kind gvk, connecting through sessions. The inventory is refreshed
 // every interval while the backend is healthy, and retried with backoff when it is not.
-func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersionKind, sessions *Sessions, interval time.Duration) *ProviderReconciler {
-	return &ProviderReconciler{
+func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersionKind, sessions *Sessions, interval time.Duration, opts ...ProviderOption) *ProviderReconciler {
+	r := &ProviderReconciler{
 		client: c, class: class, gvk: gvk, sessions: sessions, interval: interval,
-		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](2*time.Second, interval),
+		backoff:  workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](2*time.Second, interval),
+		machines: c,
 	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // SetupWithManager registers the ProviderReconciler with mgr. It watches the Providers
 // of its class and the machines of its kind, so a Provider being deleted lets go as
-// soon as its last machine is gone.
+// soon as its last machine is gone; the machines to wake are read from mgr's cache.
 func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.machines = mgr.GetCache()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	return ctrl.NewControllerManagedBy(mgr).
@@ -102,10 +128,10 @@ func providerOfMachine(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // machinesOn lists the machines of kind gvk whose providerRef names the Provider p.
-func machinesOn(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, p client.Object) ([]unstructured.Unstructured, error) {
+func machinesOn(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, p client.Object, opts ...client.ListOption) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := c.List(ctx, list); err != nil {
+	if err := c.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
 	}
 	want := client.ObjectKeyFromObject(p)
@@ -168,11 +194,11 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 
 	var (
 		inv       Inventory
+		cl        Client
 		connected bool
 	)
-	err := withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) error {
-		cl, err := r.sessions.Connect(ctx, p)
-		if err != nil {
+	err := withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) (err error) {
+		if cl, err = r.sessions.Connect(ctx, p); err != nil {
 			return err
 		}
 		connected = true
@@ -186,6 +212,11 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
 		set(banlieuev1.ProviderCredentialsValidCondition, true, banlieuev1.ProviderCredentialsValidReason, "")
 		set(banlieuev1.ReadyCondition, true, banlieuev1.ProviderReadyReason, "")
+		if err := r.wakeGuests(ctx, cl, p); err != nil {
+			// The inventory is what the Provider's conditions report; a failed look at the
+			// guests only delays addresses until the next refresh.
+			ctrl.LoggerFrom(ctx).Info("Failed to find the guests that report an address", "err", err.Error())
+		}
 		return ctrl.Result{RequeueAfter: r.interval}, nil
 	}
 
@@ -226,6 +257,68 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 	default:
 		return ctrl.Result{}, err
 	}
+}
+
+// wakeGuests wakes the Provider's machines that wait for their guest's address and whose
+// VMs now report one. It asks the session, in one GuestsWithAddresses call for the whole
+// Provider, only when some machine waits: a Provider whose running machines all have
+// their addresses costs the backend nothing here. The machines are read from the cache.
+func (r *ProviderReconciler) wakeGuests(ctx context.Context, cl Client, p *banlieuev1.Provider) error {
+	reporter, ok := cl.(GuestAddressReporter)
+	if !ok || r.wakeups == nil {
+		return nil
+	}
+	// Read-only: the machines are not changed, and an event only carries their names.
+	machines, err := machinesOn(ctx, r.machines, r.gvk, p, client.UnsafeDisableDeepCopy)
+	if err != nil {
+		return err
+	}
+	waiting := map[string]*unstructured.Unstructured{}
+	for i := range machines {
+		if id := waitingForAddress(&machines[i]); id != "" {
+			waiting[id] = &machines[i]
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	var reporting map[string]bool
+	if err := withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) (err error) {
+		reporting, err = reporter.GuestsWithAddresses(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	woken := 0
+	for id, m := range waiting {
+		if !reporting[id] {
+			continue
+		}
+		select {
+		case r.wakeups <- event.GenericEvent{Object: m}:
+			woken++
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Woke machines whose guests report an address", "waiting", len(waiting), "woken", woken)
+	return nil
+}
+
+// waitingForAddress returns the providerID of a machine that waits for its guest's
+// address: not being deleted, Ready, powered on and with a providerID, but without an
+// address; "" for any other machine.
+func waitingForAddress(u *unstructured.Unstructured) string {
+	id := contract.ProviderID(u)
+	if id == "" || u.GetDeletionTimestamp() != nil {
+		return ""
+	}
+	status, err := contract.Status(u)
+	if err != nil || len(status.Addresses) > 0 || status.PowerState != banlieuev1.PowerStatePoweredOn ||
+		!meta.IsStatusConditionTrue(status.Conditions, banlieuev1.ReadyCondition) {
+		return ""
+	}
+	return id
 }
 
 // failureDomainSummary is status.failureDomainSummary for domains: up to three names

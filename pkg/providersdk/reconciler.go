@@ -23,9 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -59,8 +61,12 @@ type Reconciler struct {
 	inFlight    workqueue.TypedRateLimiter[types.UID]
 	unreachable workqueue.TypedRateLimiter[types.UID]
 	guest       workqueue.TypedRateLimiter[types.UID]
+	guestWindow workqueue.TypedRateLimiter[types.UID]
 	readerSet   bool
 	sessionsSet bool
+
+	// wakeups carries machines the Provider controller wakes; nil when none does.
+	wakeups <-chan event.GenericEvent
 
 	holdsMu sync.Mutex
 	holds   map[types.UID]hold
@@ -131,13 +137,33 @@ func WithUnreachableBackoff(base, max time.Duration) Option {
 }
 
 // WithGuestBackoff sets how a running VM whose guest has reported no address yet is
-// looked at again: from base, doubling up to max, for maxLooks looks; then only events
-// wake it. A guest with no operating system never reports one. The default is 2s to
-// 2m, 16 looks (about 25 minutes).
+// looked at again, when the driver's session is no GuestAddressReporter: from base,
+// doubling up to max, for maxLooks looks; then only events wake it. A guest with no
+// operating system never reports one. The default is 2s to 2m, 16 looks (about 25
+// minutes).
 func WithGuestBackoff(base, max time.Duration, maxLooks int) Option {
 	return func(r *Reconciler) {
 		r.guest = &boundedLimiter{TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](base, max), max: maxLooks}
 	}
+}
+
+// WithGuestWindow sets how a running VM whose guest has reported no address yet is
+// looked at again when the driver's session is a GuestAddressReporter: from base,
+// doubling up to max, for maxLooks looks, so that a guest that comes up quickly has its
+// address within seconds; after that the Provider controller's inventory refresh wakes
+// the machine once its VM reports one, and no look costs a backend call per VM. The
+// default is 2s to 30s, 5 looks (about a minute, the default inventory interval).
+func WithGuestWindow(base, max time.Duration, maxLooks int) Option {
+	return func(r *Reconciler) {
+		r.guestWindow = &boundedLimiter{TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](base, max), max: maxLooks}
+	}
+}
+
+// WithWakeups makes the Reconciler also reconcile the machines sent on ch. Setup passes
+// the channel the Provider controller wakes machines whose guests now report an address
+// through (WithMachineWakeups).
+func WithWakeups(ch <-chan event.GenericEvent) Option {
+	return func(r *Reconciler) { r.wakeups = ch }
 }
 
 // NewReconciler returns a Reconciler for machines of kind gvk, backed by driver and
@@ -156,6 +182,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		unreachable: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Second, 5*time.Minute),
 	}
 	WithGuestBackoff(2*time.Second, 2*time.Minute, 16)(r)
+	WithGuestWindow(2*time.Second, 30*time.Second, 5)(r)
 	for _, o := range opts {
 		o(r)
 	}
@@ -180,12 +207,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		// The Reconciler's own status writes change neither the generation nor the
 		// annotations; waking on them would cost a backend look per write.
 		For(u, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider)).
-		Named(strings.ToLower(r.gvk.Kind)).
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider))
+	if r.wakeups != nil {
+		b = b.WatchesRawSource(source.Channel(r.wakeups, &handler.EnqueueRequestForObject{}))
+	}
+	return b.Named(strings.ToLower(r.gvk.Kind)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }
@@ -283,6 +313,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err != nil {
 			return err
 		}
+		_, s.guestsReported = cl.(GuestAddressReporter)
 		if deleting {
 			return r.reconcileDelete(ctx, cl, s)
 		}
@@ -330,15 +361,22 @@ func (r *Reconciler) userData(ctx context.Context, m *Machine) ([]byte, error) {
 	return data, nil
 }
 
+// maxSyncSteps bounds the synchronous steps (a Create or an Update that returns without
+// a task) one reconcile takes. A driver whose update is several synchronous calls (a
+// config change, then a disk resize, then a power-on task) takes them in one reconcile
+// instead of paying a status write and a requeue for each; the bound keeps an Update
+// that never brings the VM up to date from holding a worker and calling the backend in
+// a loop: the machine then waits as it would after one step.
+const maxSyncSteps = 4
+
 // reconcileNormal creates or updates the VM and records what it observes.
 func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) error {
 	obs, err := cl.Observe(ctx, s.machine)
 	if err != nil {
 		return fmt.Errorf("failed to observe VM: %w", err)
 	}
-	switch {
-	case obs.Task.InFlight():
-	case !obs.Exists:
+	steps := 0
+	if !obs.Task.InFlight() && !obs.Exists {
 		if s.machine.UserData, err = r.userData(ctx, s.machine); err != nil {
 			return err
 		}
@@ -351,10 +389,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) e
 			s.observe(obs, res.Task)
 			return &InFlightError{Task: res.Task}
 		}
+		steps++
 		if obs, err = cl.Observe(ctx, s.machine); err != nil {
 			return fmt.Errorf("failed to observe VM: %w", err)
 		}
-	case !obs.UpToDate:
+		// A VM that a synchronous Create made but Observe does not see yet is waited
+		// for, never created again in the same reconcile.
+	}
+	for ; !obs.Task.InFlight() && obs.Exists && !obs.UpToDate && steps < maxSyncSteps; steps++ {
 		res, err := cl.Update(ctx, s.machine, obs)
 		if err != nil {
 			return fmt.Errorf("failed to update VM: %w", err)
@@ -430,13 +472,20 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 	)
 	if err != nil || !s.waitingForGuest {
 		r.guest.Forget(uid)
+		r.guestWindow.Forget(uid)
 	}
 	switch {
 	case err == nil:
 		r.inFlight.Forget(uid)
 		r.unreachable.Forget(uid)
 		if s.waitingForGuest {
-			if after := r.guest.When(uid); after > 0 {
+			looks := r.guest
+			if s.guestsReported {
+				// After the window, the Provider controller wakes the machine once its
+				// VM reports an address: no look per VM in the meantime.
+				looks = r.guestWindow
+			}
+			if after := looks.When(uid); after > 0 {
 				return ctrl.Result{RequeueAfter: after}, nil
 			}
 		}
@@ -549,6 +598,7 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, u *unstructured.Unstru
 	r.inFlight.Forget(u.GetUID())
 	r.unreachable.Forget(u.GetUID())
 	r.guest.Forget(u.GetUID())
+	r.guestWindow.Forget(u.GetUID())
 	r.holdsMu.Lock()
 	delete(r.holds, u.GetUID())
 	r.holdsMu.Unlock()

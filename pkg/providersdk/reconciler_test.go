@@ -575,3 +575,156 @@ func TestEachNewTaskIsPolledFromTheShortestInterval(t *testing.T) {
 		t.Errorf("requeue intervals (-want +got):\n%s", diff)
 	}
 }
+
+// statusWrites counts the machine status patches a client makes.
+type statusWrites struct {
+	client.Client
+	n *int
+}
+
+func (c statusWrites) Status() client.SubResourceWriter {
+	return countedStatus{SubResourceWriter: c.Client.Status(), n: c.n}
+}
+
+type countedStatus struct {
+	client.SubResourceWriter
+	n *int
+}
+
+func (s countedStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	*s.n++
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// stepper is a backend whose VM needs steps Updates to be up to date; step number
+// taskAt (if any) starts a task, which the next reconcile finds done. Create makes the
+// VM at once, powered off, when created is false.
+type stepper struct {
+	created          bool
+	steps, taskAt    int
+	creates, updates int
+	taskDone         bool
+	failAt           int // the Update that fails permanently, if any
+}
+
+func (b *stepper) driver() providersdk.Driver {
+	return providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{
+			ObserveFn: func(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+				if !b.created {
+					return providersdk.Observation{}, nil
+				}
+				o := providersdk.Observation{Exists: true, ProviderID: "test://vm", PowerState: banlieuev1.PowerStatePoweredOff}
+				if m.Task.InFlight() && !b.taskDone {
+					o.Task = m.Task
+				}
+				if b.updates >= b.steps && (b.taskAt == 0 || b.taskDone) {
+					o.UpToDate, o.PowerState = true, banlieuev1.PowerStatePoweredOn
+				}
+				return o, nil
+			},
+			CreateFn: func(context.Context, *providersdk.Machine) (providersdk.CreateResult, error) {
+				b.creates++
+				b.created = true
+				return providersdk.CreateResult{}, nil
+			},
+			UpdateFn: func(context.Context, *providersdk.Machine, providersdk.Observation) (providersdk.UpdateResult, error) {
+				b.updates++
+				switch b.updates {
+				case b.failAt:
+					return providersdk.UpdateResult{}, providersdk.Permanent("ShrinkRefused", "disks cannot shrink")
+				case b.taskAt:
+					return providersdk.UpdateResult{Task: providersdk.Task{Ref: "task-power-on", Operation: providersdk.OperationUpdate}}, nil
+				}
+				return providersdk.UpdateResult{}, nil
+			},
+		}, nil
+	})
+}
+
+func TestSynchronousStepsAreTakenInOneReconcile(t *testing.T) {
+	e := newEnv(t)
+	writes := 0
+	// Two synchronous steps (a config change, a disk resize), then a power-on task.
+	b := &stepper{created: true, steps: 3, taskAt: 3}
+	r := providersdk.NewReconciler(statusWrites{Client: k8s, n: &writes}, testMachineGVK, b.driver(), providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web")
+
+	if res := e.mustReconcile(r, m); res.RequeueAfter == 0 {
+		t.Error("the power-on task in flight was not requeued")
+	}
+	got := e.get(m)
+	if got.Status.Task == nil || got.Status.Task.Ref != "task-power-on" {
+		t.Errorf("status.task = %+v after the first reconcile, want task-power-on", got.Status.Task)
+	}
+	if diff := cmp.Diff(ready{"False", infrav1.MachineUpdatingReason, "update in progress"}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if b.updates != 3 || writes != 1 {
+		t.Errorf("after one reconcile: %d updates and %d status writes, want 3 and 1", b.updates, writes)
+	}
+
+	b.taskDone = true
+	if res := e.mustReconcile(r, m); res.RequeueAfter != 0 {
+		t.Errorf("requeue after %v once up to date, want none", res.RequeueAfter)
+	}
+	got = e.get(m)
+	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	// One step per reconcile took four reconciles, each requeued, and three status writes.
+	if b.updates != 3 || writes != 2 || got.Status.Task != nil {
+		t.Errorf("after two reconciles: %d updates, %d status writes, task %+v; want 3, 2 and none", b.updates, writes, got.Status.Task)
+	}
+}
+
+func TestASynchronousCreateIsFollowedByTheUpdatesInTheSameReconcile(t *testing.T) {
+	e := newEnv(t)
+	writes := 0
+	b := &stepper{steps: 1} // made powered off; one synchronous Update powers it on
+	r := providersdk.NewReconciler(statusWrites{Client: k8s, n: &writes}, testMachineGVK, b.driver(), providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web")
+	if res := e.mustReconcile(r, m); res.RequeueAfter != 0 {
+		t.Errorf("requeue after %v, want none", res.RequeueAfter)
+	}
+	got := e.get(m)
+	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if b.creates != 1 || b.updates != 1 || writes != 1 || got.Spec.ProviderID != "test://vm" {
+		t.Errorf("%d creates, %d updates, %d status writes, providerID %q; want 1, 1, 1, test://vm", b.creates, b.updates, writes, got.Spec.ProviderID)
+	}
+}
+
+func TestSynchronousStepsAreBoundedPerReconcile(t *testing.T) {
+	e := newEnv(t)
+	writes := 0
+	b := &stepper{created: true, steps: 1000} // an Update that never brings the VM up to date
+	r := providersdk.NewReconciler(statusWrites{Client: k8s, n: &writes}, testMachineGVK, b.driver(), providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web")
+	if res := e.mustReconcile(r, m); res.RequeueAfter == 0 {
+		t.Error("a VM still out of date was not requeued")
+	}
+	if diff := cmp.Diff(ready{"False", infrav1.MachineUpdatingReason, "update in progress"}, readyOf(e.get(m))); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if b.updates != 4 || writes != 1 {
+		t.Errorf("%d updates and %d status writes in one reconcile, want 4 and 1", b.updates, writes)
+	}
+}
+
+func TestAPermanentErrorStopsTheSynchronousSteps(t *testing.T) {
+	e := newEnv(t)
+	b := &stepper{created: true, steps: 3, failAt: 2}
+	r := providersdk.NewReconciler(k8s, testMachineGVK, b.driver(), providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web")
+	if res := e.mustReconcile(r, m); res.RequeueAfter != 0 {
+		t.Errorf("requeue after %v after a permanent error, want none", res.RequeueAfter)
+	}
+	if diff := cmp.Diff(ready{"False", "ShrinkRefused", "disks cannot shrink"}, readyOf(e.get(m))); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if b.updates != 2 {
+		t.Errorf("%d updates, want 2: the steps went on after a permanent error", b.updates)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 // Config describes a provider for Setup: its class, its machine kind and its Driver.
@@ -19,7 +20,8 @@ type Config struct {
 	Driver Driver
 	// StatusBlock is the machines' status field for Observation.Details, e.g. "vsphere".
 	StatusBlock string
-	// InventoryInterval is how often a healthy Provider's inventory is read; 1m when zero.
+	// InventoryInterval is how often a healthy Provider's inventory is read, and, for a
+	// GuestAddressReporter session, its guests' addresses looked for; 1m when zero.
 	InventoryInterval time.Duration
 	// ImageResync is how often a ready image is checked again; 10m when zero.
 	ImageResync time.Duration
@@ -49,12 +51,15 @@ type Config struct {
 // a source for cfg.Class.
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	sessions := NewSessions(cfg.Driver, mgr.GetAPIReader())
-	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class)}, cfg.MachineOptions...)
+	// The Provider controller wakes, through wakeups, the machines whose guests have come
+	// to report an address (for sessions that are GuestAddressReporters).
+	wakeups := make(chan event.GenericEvent)
+	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class), WithWakeups(wakeups)}, cfg.MachineOptions...)
 	if err := NewReconciler(mgr.GetClient(), cfg.MachineKind, cfg.Driver, opts...).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", cfg.MachineKind.Kind, err)
 	}
 	interval := cmp.Or(cfg.InventoryInterval, time.Minute)
-	if err := NewProviderReconciler(mgr.GetClient(), cfg.Class, cfg.MachineKind, sessions, interval).SetupWithManager(mgr); err != nil {
+	if err := NewProviderReconciler(mgr.GetClient(), cfg.Class, cfg.MachineKind, sessions, interval, WithMachineWakeups(wakeups)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s Provider controller: %w", cfg.Class, err)
 	}
 	if err := NewImageReconciler(mgr.GetClient(), cfg.Class, sessions, cmp.Or(cfg.ImageResync, 10*time.Minute)).SetupWithManager(mgr); err != nil {

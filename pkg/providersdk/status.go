@@ -23,6 +23,9 @@ type scope struct {
 	details         any
 	succeeded       bool
 	waitingForGuest bool
+	// guestsReported is true when the session is a GuestAddressReporter, so that the
+	// Provider controller watches for the guest's address after the short window.
+	guestsReported bool
 }
 
 // observe copies what the backend reported into the status.

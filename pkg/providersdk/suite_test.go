@@ -13,6 +13,9 @@ import (
 // k8s is a direct (uncached) client to the suite's API server; nil when the suite is skipped.
 var k8s client.Client
 
+// suite is the suite's control plane, for the tests that run a manager; nil when skipped.
+var suite *testenv.Env
+
 // TestMain starts one real kube-apiserver and etcd (envtest) with banlieue's CRDs and
 // the test provider's. The tests drive the SDK's Reconciler by calling Reconcile, so
 // every step is deterministic. Without KUBEBUILDER_ASSETS the envtest tests skip (and
@@ -31,6 +34,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	k8s = env.Client
+	k8s, suite = env.Client, env
 	return m.Run()
 }

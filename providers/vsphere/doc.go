@@ -66,4 +66,14 @@
 // The VM's name is "<namespace>-<name>", made to fit vSphere's 80 characters with a hash
 // suffix when it is longer. A clone that a crashed provider started is found again, either
 // by its UUID or, when the second clone fails with DuplicateName, by its name.
+//
+// # Guest addresses
+//
+// A VM's addresses are its guest's (guest.ipAddress, then guest.net, without link-local
+// addresses), as VMware Tools report them; its providerID is "vsphere://<config.uuid>".
+// The session is a providersdk.GuestAddressReporter: on the Provider's inventory
+// refresh, one property collector call through a container view of the Provider's
+// datacenter (of the whole vCenter when its failure domains span several) reads those
+// properties of every VM, so a VM whose guest reports an address late is woken without
+// each such VM being looked at in between.
 package vsphere

@@ -321,12 +321,35 @@ func nameDomains(inv *inventory) {
 // retrieveView reads the given properties of every object of the given types in the
 // whole inventory, in one call.
 func (s *session) retrieveView(ctx context.Context, kinds map[string][]string) ([]entity, error) {
+	objs, err := s.retrieveIn(ctx, s.vim.ServiceContent.RootFolder, kinds)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]entity, 0, len(objs))
+	for _, oc := range objs {
+		e := entity{ref: oc.Obj, props: map[string]any{}}
+		for _, p := range oc.PropSet {
+			e.props[p.Name] = p.Val
+		}
+		e.name, _ = e.props["name"].(string)
+		if p, ok := e.props["parent"].(types.ManagedObjectReference); ok {
+			e.parent = &p
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// retrieveIn reads the given properties of every object of the given types under
+// container (a folder or a datacenter, recursively) through a container view, in one
+// property collector call (continued when vCenter pages a large answer).
+func (s *session) retrieveIn(ctx context.Context, container types.ManagedObjectReference, kinds map[string][]string) ([]types.ObjectContent, error) {
 	kindList := make([]string, 0, len(kinds))
 	for k := range kinds {
 		kindList = append(kindList, k)
 	}
 	sort.Strings(kindList)
-	v, err := view.NewManager(s.vim).CreateContainerView(ctx, s.vim.ServiceContent.RootFolder, kindList, true)
+	v, err := view.NewManager(s.vim).CreateContainerView(ctx, container, kindList, true)
 	if err != nil {
 		return nil, err
 	}
@@ -346,19 +369,7 @@ func (s *session) retrieveView(ctx context.Context, kinds map[string][]string) (
 	if err != nil {
 		return nil, err
 	}
-	out := make([]entity, 0, len(res.Returnval))
-	for _, oc := range res.Returnval {
-		e := entity{ref: oc.Obj, props: map[string]any{}}
-		for _, p := range oc.PropSet {
-			e.props[p.Name] = p.Val
-		}
-		e.name, _ = e.props["name"].(string)
-		if p, ok := e.props["parent"].(types.ManagedObjectReference); ok {
-			e.parent = &p
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return res.Returnval, nil
 }
 
 // refs returns the references of an ArrayOfManagedObjectReference property.

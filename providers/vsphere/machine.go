@@ -130,9 +130,7 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmSta
 		Addresses:  addresses(vm),
 		Details:    &infrav1.VSphereStatus{MoRef: vm.ref.Value, InstanceUUID: vm.instanceUUID},
 	}
-	if vm.uuid != "" {
-		o.ProviderID = "vsphere://" + vm.uuid
-	}
+	o.ProviderID = providerID(vm)
 	o.WaitingForGuest = o.PowerState == banlieuev1.PowerStatePoweredOn && len(o.Addresses) == 0
 	o.FailureDomain = s.domainOfHost(ctx, vm.host)
 	o.UpToDate = o.PowerState == desiredPower(m) && len(hardwareChanges(m, vm)) == 0
@@ -155,6 +153,15 @@ func (s *session) domainOfHost(ctx context.Context, host types.ManagedObjectRefe
 		}
 	}
 	return ""
+}
+
+// providerID is the VM's spec.providerID, "vsphere://<config.uuid>"; "" while the VM
+// has no UUID.
+func providerID(vm *vmState) string {
+	if vm.uuid == "" {
+		return ""
+	}
+	return "vsphere://" + vm.uuid
 }
 
 // desiredPower is the machine's power state, PoweredOn when unset.

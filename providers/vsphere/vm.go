@@ -122,7 +122,7 @@ func (s *session) readVM(ctx context.Context, ref types.ManagedObjectReference) 
 	if len(res.Returnval) == 0 {
 		return nil, nil
 	}
-	vm := &vmState{ref: ref}
+	vm := vmStateOf(ref, res.Returnval[0].PropSet)
 	for _, missing := range res.Returnval[0].MissingSet {
 		if missing.Path == machineUIDProperty {
 			// A vCenter that does not take keyed paths: read the whole extraConfig.
@@ -131,7 +131,14 @@ func (s *session) readVM(ctx context.Context, ref types.ManagedObjectReference) 
 			}
 		}
 	}
-	for _, p := range res.Returnval[0].PropSet {
+	return vm, nil
+}
+
+// vmStateOf reads the VM ref's properties, as the property collector returned them,
+// into a vmState; the properties not given stay zero.
+func vmStateOf(ref types.ManagedObjectReference, props []types.DynamicProperty) *vmState {
+	vm := &vmState{ref: ref}
+	for _, p := range props {
 		switch v := p.Val.(type) {
 		case string:
 			switch p.Name {
@@ -176,7 +183,7 @@ func (s *session) readVM(ctx context.Context, ref types.ManagedObjectReference) 
 			vm.guestNet = v.GuestNicInfo
 		}
 	}
-	return vm, nil
+	return vm
 }
 
 // vmName is the machine's VM name: "<namespace>-<name>", cut to vSphere's 80 characters

@@ -1,0 +1,124 @@
+package vsphere
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/vmware/govmomi/simulator"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+)
+
+// backendCalls reads banlieue_backend_calls_total of this provider class, by operation.
+func backendCalls() map[string]float64 {
+	ch := make(chan prometheus.Metric, 1024)
+	go func() { providersdk.BackendCalls.Collect(ch); close(ch) }()
+	calls := map[string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range d.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["class"] == ProviderClass {
+			calls[labels["operation"]] += d.GetCounter().GetValue()
+		}
+	}
+	return calls
+}
+
+// callsSince returns the calls made since before, by operation, leaving out those
+// that did not grow.
+func callsSince(before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for op, n := range backendCalls() {
+		if d := n - before[op]; d > 0 {
+			out[op] = d
+		}
+	}
+	return out
+}
+
+func TestGuestsWithAddressesReportsTheVMsWhoseGuestsHaveOneInOneCall(t *testing.T) {
+	sim := vspheretest.Start(t, vspheretest.WithModel(func(m *simulator.Model) { m.Datacenter = 2 }))
+	ctx := context.Background()
+	s := connect(t, sim, NewDriver(), func(p *banlieuev1.Provider) { p.Spec.Parameters = map[string]string{"datacenter": "DC0"} })
+
+	const uid = "5b0e7d0e-1c8a-4a52-9a55-0c3c0b1f0a0a"
+	m := newMachine(uid)
+	res, err := s.Create(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := settle(t, s, m, res.Task)
+	if !o.WaitingForGuest || o.ProviderID == "" {
+		t.Fatalf("after the clone: %+v, want a running VM with a providerID waiting for its guest", o)
+	}
+	moRef := o.Details.(*infrav1.VSphereStatus).MoRef
+	// A VM of the other datacenter, whose guest has an address, is not the Provider's.
+	var other string
+	vms, err := sim.VMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vm := range vms {
+		if vm.Name == "DC1_H0_VM0" {
+			other = "vsphere://" + vm.Config.Uuid
+			if err := sim.SetGuestIP(ctx, vm.Self.Value, "10.1.0.1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if other == "" {
+		t.Fatal("no VM DC1_H0_VM0 in the simulator")
+	}
+	if _, err := s.Inventory(ctx); err != nil { // as the Provider controller does first
+		t.Fatal(err)
+	}
+
+	reported := func(step string) map[string]bool {
+		t.Helper()
+		before := backendCalls()
+		got, err := s.GuestsWithAddresses(ctx)
+		if err != nil {
+			t.Fatalf("%s: GuestsWithAddresses: %v", step, err)
+		}
+		// One read of every VM, through a view made for it, whatever the number of VMs.
+		want := map[string]float64{"CreateContainerView": 1, "RetrievePropertiesEx": 1, "DestroyView": 1}
+		if diff := cmp.Diff(want, callsSince(before)); diff != "" {
+			t.Errorf("%s: backend calls (-want +got):\n%s", step, diff)
+		}
+		if got[other] {
+			t.Errorf("%s: a VM of another datacenter is reported", step)
+		}
+		return got
+	}
+	if reported("no address")[o.ProviderID] {
+		t.Error("a guest without an address is reported")
+	}
+	// Observe reports no link-local address, so neither does this.
+	if err := sim.SetGuestIP(ctx, moRef, "169.254.3.4"); err != nil {
+		t.Fatal(err)
+	}
+	if reported("a link-local address")[o.ProviderID] {
+		t.Error("a guest with only a link-local address is reported")
+	}
+	if err := sim.SetGuestIP(ctx, moRef, "10.0.0.9"); err != nil {
+		t.Fatal(err)
+	}
+	if !reported("an address")[o.ProviderID] {
+		t.Errorf("the guest's address is not reported under %s", o.ProviderID)
+	}
+	if o, err = s.Observe(ctx, m); err != nil || len(o.Addresses) == 0 {
+		t.Errorf("Observe = %+v, %v; want the address GuestsWithAddresses saw", o, err)
+	}
+}

@@ -327,6 +327,17 @@ func (w *world) ready(p *banlieuev1.Provider) {
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 
+// resolved waits until the Provider p has written its row of img's status, so that a
+// row's VM is placed knowing whether the image can be used there: a template image
+// with no row yet is a candidate, as its row may only be late.
+func (w *world) resolved(img *banlieuev1.VMImage, p *banlieuev1.Provider) {
+	w.t.Helper()
+	w.g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(w.ctx, client.ObjectKeyFromObject(img), img)).To(Succeed())
+		g.Expect(img.Status.PerProvider).To(ContainElement(HaveField("ProviderName", p.Name)), "image %s rows %+v", img.Name, img.Status.PerProvider)
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
 // conditions returns the conditions of a VirtualMachine or Provider.
 func conditions(o client.Object) []metav1.Condition {
 	switch o := o.(type) {

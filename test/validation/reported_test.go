@@ -262,8 +262,10 @@ var reportedCases = []reportedCase{
 	{
 		name: "A VM whose image's template does not exist on vCenter has NoCandidate naming the template.",
 		arrange: func(w *world) client.Object {
-			w.ready(w.vsphereProvider())
+			p := w.vsphereProvider()
+			w.ready(p)
 			img := w.image(banlieuev1.ImageSource{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: "no-such-template"})
+			w.resolved(img, p)
 			return w.vm("web-1", w.class(), img)
 		},
 		condition: banlieuev1.VirtualMachineScheduledCondition, status: metav1.ConditionFalse, reason: banlieuev1.VirtualMachineNoCandidateReason,

@@ -27,6 +27,8 @@ type options struct {
 	vms        int
 	libvirtMax int
 	idle       time.Duration
+	settle     time.Duration
+	only       string
 	timeout    time.Duration
 	dir        string
 	out        string
@@ -42,6 +44,8 @@ func main() {
 	flag.IntVar(&o.vms, "n", 1000, "Number of VirtualMachines to create")
 	flag.IntVar(&o.libvirtMax, "libvirt-max", 30, "Most VMs that go to libvirt (defined PoweredOff: real QEMU processes cannot run by the thousand); vSphere and Proxmox VE share the rest")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "How long to watch the converged system for writes and backend calls")
+	flag.DurationVar(&o.settle, "settle", 90*time.Second, "How long to wait after all are Ready before the quiet window, so that it measures the steady state: the SDK still looks at a guest without an address for about a minute after it starts")
+	flag.StringVar(&o.only, "only", "", "Put every VM on this backend (vsphere, proxmox or libvirt) instead of spreading them")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "Longest wait for all VMs to be Ready, and again to be deleted")
 	flag.StringVar(&o.dir, "dir", "", "Folder for the binary, kubeconfigs and controller logs; a temporary one, kept, when empty")
 	flag.StringVar(&o.out, "o", "", "Also write the report to this file")

@@ -68,6 +68,9 @@ func (b *bench) report() string {
 	fmt.Fprintf(&w, "| measure | banlieue | direct client | ratio |\n|---|---|---|---|\n")
 	fmt.Fprintf(&w, "| all %d Ready (from the first create) | %s | %s | %.2f |\n", b.o.vms, secs(b.readyAt), secs(b.direct), b.readyAt.Seconds()/b.direct.Seconds())
 	for _, be := range b.backends {
+		if be.vms == 0 {
+			continue
+		}
 		d := b.directByClass[be.class]
 		fmt.Fprintf(&w, "| — %s, %d VMs%s | %s | %s | %.2f |\n", be.class, be.vms, cond(be.powerOff, " (PoweredOff)", ""), secs(b.readyBy[be.class]), secs(d), b.readyBy[be.class].Seconds()/d.Seconds())
 	}
@@ -77,13 +80,13 @@ func (b *bench) report() string {
 	coreDel, provDel := b.writes(b.idle, b.deleted)
 	fmt.Fprintf(&w, "| Kubernetes API writes per VM, delete → gone (core + providers) | %.2f (core %.2f, providers %.2f) | | |\n",
 		(coreDel+provDel)/n, coreDel/n, provDel/n)
-	coreIdle, provIdle := b.writes(b.ready, b.idle)
+	coreIdle, provIdle := b.writes(b.settled, b.idle)
 	calls := 0.0
 	for _, be := range b.backends {
-		calls += b.idle.calls[be.class].since(b.ready.calls[be.class]).sum()
+		calls += b.idle.calls[be.class].since(b.settled.calls[be.class]).sum()
 	}
-	fmt.Fprintf(&w, "| in %s idle after all Ready: API writes (core + providers) | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, coreIdle+provIdle, (coreIdle+provIdle)/n/b.o.idle.Minutes())
-	fmt.Fprintf(&w, "| in %s idle after all Ready: backend calls | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, calls, calls/n/b.o.idle.Minutes())
+	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: API writes (core + providers) | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, coreIdle+provIdle, (coreIdle+provIdle)/n/b.o.idle.Minutes())
+	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: backend calls | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, calls, calls/n/b.o.idle.Minutes())
 	fmt.Fprintf(&w, "| peak RSS of the harness process (simulators, VM watch) | %.0f MiB | | |\n\n", float64(selfPeakRSS())/mib)
 
 	fmt.Fprintf(&w, "Per process: Kubernetes API requests per VM by HTTP method (its own `rest_client_requests_total`; a provider's per VM of its backend, core's and the harness's per VM of all), backend calls per VM of its backend (`banlieue_backend_calls_total`), CPU time over the whole run and peak RSS.\n\n")
@@ -118,7 +121,7 @@ func (b *bench) report() string {
 
 	fmt.Fprintf(&w, "API server's own count (`apiserver_request_total`, all clients: the harness's %d creations and deletions, the controllers, and kube-apiserver's own lease renewals), per VM:\n\n", b.o.vms)
 	fmt.Fprintf(&w, "| verb resource | create → Ready | delete → gone | idle (count) |\n|---|---|---|---|\n")
-	create, del, idle := b.ready.apiserver.since(b.before.apiserver), b.deleted.apiserver.since(b.idle.apiserver), b.idle.apiserver.since(b.ready.apiserver)
+	create, del, idle := b.ready.apiserver.since(b.before.apiserver), b.deleted.apiserver.since(b.idle.apiserver), b.idle.apiserver.since(b.settled.apiserver)
 	keys := map[string]bool{}
 	for _, c := range []counts{create, del, idle} {
 		for k := range c {
@@ -186,7 +189,7 @@ func (p phase) label(idle time.Duration) string {
 }
 
 func (b *bench) phases() []phase {
-	return []phase{{"create", b.before, b.ready}, {"idle", b.ready, b.idle}, {"delete", b.idle, b.deleted}}
+	return []phase{{"create", b.before, b.ready}, {"idle", b.settled, b.idle}, {"delete", b.idle, b.deleted}}
 }
 
 // breakdown formats counts divided by per, largest first.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,15 +67,15 @@ type bench struct {
 	backends []*backend
 	tracker  *tracker
 
-	// Snapshots before the creations, when all are Ready, after the quiet minute
-	// and when all are deleted.
-	before, ready, idle, deleted *snapshot
-	readyAt, deletedAt           time.Duration
-	readyBy                      map[string]time.Duration // by backend class
-	direct                       time.Duration
-	directByClass                map[string]time.Duration
-	machine                      machine
-	pprofAddrs                   map[string]string // by process name, with -pprof
+	// Snapshots before the creations, when all are Ready, once settled (the quiet
+	// window starts), after the quiet window and when all are deleted.
+	before, ready, settled, idle, deleted *snapshot
+	readyAt, deletedAt                    time.Duration
+	readyBy                               map[string]time.Duration // by backend class
+	direct                                time.Duration
+	directByClass                         map[string]time.Duration
+	machine                               machine
+	pprofAddrs                            map[string]string // by process name, with -pprof
 }
 
 func run(ctx context.Context, o options) (string, error) {
@@ -238,6 +239,12 @@ func (b *bench) processes() []*harness.Process {
 // spread gives libvirt a bounded share (its VMs are real domains) and splits the rest
 // between vSphere and Proxmox VE.
 func (b *bench) spread() {
+	if b.o.only != "" {
+		for _, be := range b.backends {
+			be.vms = cond(be.class == b.o.only, b.o.vms, 0)
+		}
+		return
+	}
 	rest := b.o.vms
 	for _, be := range b.backends {
 		if be.class == libvirt.ProviderClass {
@@ -335,6 +342,17 @@ func (b *bench) measure(ctx context.Context) error {
 		logf("%s: %.1f CPU s, peak RSS %d MiB", p.Name, u.CPU.Seconds(), u.PeakRSS/mib)
 	}
 	b.saveHeapProfiles(ctx)
+	if b.o.settle > 0 {
+		logf("Letting the system settle for %s", b.o.settle)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(b.o.settle):
+		}
+	}
+	if b.settled, err = b.snapshot(ctx); err != nil {
+		return err
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -363,17 +381,13 @@ func (b *bench) measure(ctx context.Context) error {
 
 // shares lists how many VMs each backend gets.
 func (b *bench) shares() string {
-	s := ""
-	for i, be := range b.backends {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s %d", be.class, be.vms)
-		if be.powerOff {
-			s += " PoweredOff"
+	var parts []string
+	for _, be := range b.backends {
+		if be.vms > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d%s", be.class, be.vms, cond(be.powerOff, " PoweredOff", "")))
 		}
 	}
-	return s
+	return strings.Join(parts, ", ")
 }
 
 // vms are the VirtualMachines to create, the backends taking turns.

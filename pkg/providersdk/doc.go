@@ -31,6 +31,21 @@
 // through a source.Channel. Idle VMs then cost the backend nothing per VM: one call per
 // Provider per refresh while some guest has no address, none once all have one.
 //
+// # Provider conditions
+//
+// The Provider controller checks a healthy Provider's backend every
+// Config.InventoryInterval. A machine that meets an unreachable backend or rejected
+// credentials while its Provider's BackendReachable or CredentialsValid condition still
+// says True wakes the Provider controller (WithProviderWakeups, WithProviderChecks,
+// wired by Setup), whose check reads the credentials Secret again, connects and sets
+// the conditions from what it meets. Once they say False, machines wake it no more, and
+// they wake one Provider at most every 10 s: a thousand machines meeting one outage
+// cost one check. The other way, a Provider update wakes its machines only when it
+// changed what they act on: its spec, deletion or annotations, or the status of its
+// Ready, BackendReachable or CredentialsValid condition, so that machines backing off
+// retry as soon as the backend is back, while a check that rewrites only failure
+// domains or messages costs no machine a backend look.
+//
 // The package imports no backend library; it reads infrastructure machines as
 // unstructured objects through pkg/contract, so one Reconciler serves any machine kind.
 // A provider grants its controller RBAC for its machine kind (get, list, watch, patch,

@@ -8,12 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
@@ -192,31 +187,10 @@ func TestTheProviderRefreshWakesTheMachinesWhoseGuestsNowReportAnAddress(t *test
 func TestAMachineWokenByTheProviderGetsItsAddressWithoutLooksInBetween(t *testing.T) {
 	e := newEnv(t, guestsProvider)
 	g := newGuests()
-	mgr, err := ctrl.NewManager(suite.Config, ctrl.Options{
-		Scheme:     suite.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = providersdk.Setup(mgr, providersdk.Config{
+	e.run(providersdk.Config{
 		Class: guestsClass, MachineKind: testMachineGVK, Driver: g.driver(true),
 		InventoryInterval: 200 * time.Millisecond,
 		MachineOptions:    []providersdk.Option{providersdk.WithGuestWindow(10*time.Millisecond, 20*time.Millisecond, 2)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
 	})
 
 	m := e.machine("web")

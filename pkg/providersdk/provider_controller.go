@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
@@ -37,9 +38,9 @@ const ProviderFinalizer = "banlieue.io/provider"
 
 // ProviderReconciler claims the Providers of one provider class: it publishes the
 // machine kind core creates for them, checks the backend and credentials, reads the
-// inventory into failure domains on a modest interval, wakes the machines whose guests
-// have come to report an address, and holds a Provider being deleted until its
-// machines are gone.
+// inventory into failure domains on a modest interval and whenever a machine finds the
+// Provider's conditions stale, wakes the machines whose guests have come to report an
+// address, and holds a Provider being deleted until its machines are gone.
 type ProviderReconciler struct {
 	client   client.Client
 	class    string
@@ -53,6 +54,8 @@ type ProviderReconciler struct {
 	// wakeups is where machines whose guests now report an address are sent; nil when
 	// nothing listens.
 	wakeups chan<- event.GenericEvent
+	// checks carries Providers that machines wake (WithProviderChecks); nil when none does.
+	checks <-chan event.GenericEvent
 }
 
 // ProviderOption configures a ProviderReconciler.
@@ -65,6 +68,14 @@ type ProviderOption func(*ProviderReconciler)
 // machine Reconciler (WithWakeups). A send waits for the receiver, or for ctx to end.
 func WithMachineWakeups(ch chan<- event.GenericEvent) ProviderOption {
 	return func(r *ProviderReconciler) { r.wakeups = ch }
+}
+
+// WithProviderChecks makes the ProviderReconciler also check the Providers sent on ch.
+// Setup passes the channel the machine Reconciler wakes a Provider through when a
+// machine found its BackendReachable or CredentialsValid condition stale
+// (WithProviderWakeups).
+func WithProviderChecks(ch <-chan event.GenericEvent) ProviderOption {
+	return func(r *ProviderReconciler) { r.checks = ch }
 }
 
 // NewProviderReconciler returns a ProviderReconciler for Providers of class whose
@@ -84,20 +95,27 @@ func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersio
 
 // SetupWithManager registers the ProviderReconciler with mgr. It watches the Providers
 // of its class and the machines of its kind, so a Provider being deleted lets go as
-// soon as its last machine is gone; the machines to wake are read from mgr's cache.
+// soon as its last machine is gone, and the Providers machines wake; the machines to
+// wake are read from mgr's cache.
 func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.machines = mgr.GetCache()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.NewPredicateFuncs(r.claims))).
+	b := ctrl.NewControllerManagedBy(mgr).
+		// Its own status writes change neither the generation nor the annotations; waking
+		// on them would read the inventory again after every change of the conditions.
+		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.NewPredicateFuncs(r.claims),
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// Only a machine's removal can release a Provider being deleted.
 		Watches(u, handler.EnqueueRequestsFromMapFunc(providerOfMachine), builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(event.CreateEvent) bool { return false },
 			UpdateFunc:  func(event.UpdateEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
-		Named(r.class + "-provider").
+		}))
+	if r.checks != nil {
+		b = b.WatchesRawSource(source.Channel(r.checks, &handler.EnqueueRequestForObject{}))
+	}
+	return b.Named(r.class + "-provider").
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
 }

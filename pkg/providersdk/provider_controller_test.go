@@ -3,7 +3,9 @@ package providersdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -265,6 +268,124 @@ func TestTheCABundleReachesTheDriverFromWhereverItIsGiven(t *testing.T) {
 			if diff := cmp.Diff(strings.ReplaceAll(tt.want, "NS", e.ns), got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
+		})
+	}
+}
+
+// breakable is a backend whose VMs all exist and are up to date until the test breaks
+// it; it records when the Provider controller reads its inventory.
+type breakable struct {
+	mu     sync.Mutex
+	fault  error
+	checks []time.Time
+}
+
+func (b *breakable) set(fault error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fault = fault
+}
+
+// checksSince returns the times of the inventory reads from start on.
+func (b *breakable) checksSince(start time.Time) []time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var since []time.Time
+	for _, c := range b.checks {
+		if !c.Before(start) {
+			since = append(since, c)
+		}
+	}
+	return since
+}
+
+func (b *breakable) driver() providersdk.Driver {
+	return providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{ObserveFn: b.observe, InventoryFn: b.inventory}, nil
+	})
+}
+
+func (b *breakable) observe(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return providersdk.Observation{Exists: true, UpToDate: true, ProviderID: "test://" + m.Name, PowerState: banlieuev1.PowerStatePoweredOn}, b.fault
+}
+
+func (b *breakable) inventory(context.Context) (providersdk.Inventory, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.checks = append(b.checks, time.Now())
+	return providersdk.Inventory{}, b.fault
+}
+
+// wakesClass is the provider class of the next test's Providers, so that no other
+// test's controllers claim them.
+const wakesClass = "wakes"
+
+func TestAMachineThatMeetsAFaultHasItsProviderCheckedOnceAtOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		fault     error
+		condition string
+		want      string
+	}{{
+		name:      "an unreachable backend",
+		fault:     providersdk.Unreachable(errors.New("dial tcp 127.0.0.1:1: connection refused")),
+		condition: banlieuev1.ProviderBackendReachableCondition,
+		want:      "False/Unreachable: dial tcp 127.0.0.1:1: connection refused",
+	}, {
+		name:      "rejected credentials",
+		fault:     providersdk.Unauthorized(errors.New("password rejected")),
+		condition: banlieuev1.ProviderCredentialsValidCondition,
+		want:      "False/CredentialsRejected: password rejected",
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = wakesClass })
+			b := &breakable{}
+			// Neither the Provider's refresh nor the machines' retries come round during the
+			// test: only a wake can have the Provider checked, and only the Provider's
+			// turning Ready can have the machines retry.
+			e.run(providersdk.Config{
+				Class: wakesClass, MachineKind: testMachineGVK, Driver: b.driver(), InventoryInterval: time.Hour,
+				MachineOptions: []providersdk.Option{providersdk.WithUnreachableBackoff(time.Hour, time.Hour)},
+			})
+			var machines []*testv1.TestMachine
+			for i := range 10 {
+				machines = append(machines, e.machine(fmt.Sprintf("vm-%d", i)))
+			}
+			allReady := func() bool {
+				for _, m := range machines {
+					if readyOf(e.get(m)).Status != "True" {
+						return false
+					}
+				}
+				return true
+			}
+			eventually(t, 10*time.Second, "the Provider and its machines are Ready", func() bool {
+				return conditionsOf(e.getProvider())["Ready"] == "True/Ready: " && allReady()
+			})
+
+			b.set(tt.fault)
+			broken := time.Now()
+			// Every machine meets the fault: a change wakes each.
+			for _, m := range machines {
+				patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test/touched":"yes"}}}`))
+				if err := k8s.Patch(e.ctx, e.get(m), patch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eventually(t, 10*time.Second, "the Provider reports the fault", func() bool {
+				return conditionsOf(e.getProvider())[tt.condition] == tt.want
+			})
+			// The Provider's own retry comes 2 s after a failed check; any other check within
+			// a second of the first was a machine's.
+			time.Sleep(time.Second)
+			if checks := b.checksSince(broken); len(checks) != 1 {
+				t.Errorf("the Provider was checked %d times for %d machines meeting the fault, want once", len(checks), len(machines))
+			}
+
+			b.set(nil)
+			eventually(t, 10*time.Second, "the machines are Ready again after the Provider", allReady)
 		})
 	}
 }

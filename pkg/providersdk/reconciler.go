@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,6 +68,13 @@ type Reconciler struct {
 
 	// wakeups carries machines the Provider controller wakes; nil when none does.
 	wakeups <-chan event.GenericEvent
+	// providerWakeups is where Providers whose conditions a machine found stale are
+	// sent; nil when nothing listens.
+	providerWakeups chan<- event.GenericEvent
+
+	wokeMu sync.Mutex
+	// woke is when each Provider, by UID, was last woken.
+	woke map[types.UID]time.Time
 
 	holdsMu sync.Mutex
 	holds   map[types.UID]hold
@@ -166,6 +174,16 @@ func WithWakeups(ch <-chan event.GenericEvent) Option {
 	return func(r *Reconciler) { r.wakeups = ch }
 }
 
+// WithProviderWakeups makes the Reconciler send on ch the Provider of a machine that met
+// an unreachable backend, or rejected credentials, while the Provider's
+// BackendReachable, or CredentialsValid, condition still says True, so that the Provider
+// controller checks it now rather than at its next inventory refresh. Setup hands the
+// same channel to the ProviderReconciler (WithProviderChecks). A send waits for the
+// receiver, or for ctx to end.
+func WithProviderWakeups(ch chan<- event.GenericEvent) Option {
+	return func(r *Reconciler) { r.providerWakeups = ch }
+}
+
 // NewReconciler returns a Reconciler for machines of kind gvk, backed by driver and
 // reading and writing through c.
 func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, opts ...Option) *Reconciler {
@@ -178,6 +196,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		callTimeout: DefaultCallTimeout,
 		workers:     10,
 		holds:       map[types.UID]hold{},
+		woke:        map[types.UID]time.Time{},
 		inFlight:    workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, time.Minute),
 		unreachable: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Second, 5*time.Minute),
 	}
@@ -197,7 +216,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 func (r *Reconciler) Finalizer() string { return r.finalizer }
 
 // SetupWithManager registers the Reconciler with mgr. It watches its machines and the
-// Providers they run on.
+// Providers they run on, for the changes the machines act on (providerChangeWakesMachines).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if !r.readerSet {
 		r.reader = mgr.GetAPIReader()
@@ -211,7 +230,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The Reconciler's own status writes change neither the generation nor the
 		// annotations; waking on them would cost a backend look per write.
 		For(u, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider))
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: providerChangeWakesMachines}))
 	if r.wakeups != nil {
 		b = b.WatchesRawSource(source.Channel(r.wakeups, &handler.EnqueueRequestForObject{}))
 	}
@@ -232,6 +252,41 @@ func (r *Reconciler) machinesOfProvider(ctx context.Context, p client.Object) []
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&machines[i])})
 	}
 	return reqs
+}
+
+// providerHealth are the Provider conditions whose status machines act on: a machine
+// backing off from an unreachable backend or rejected credentials retries as soon as
+// one of them changes.
+var providerHealth = []string{banlieuev1.ReadyCondition, banlieuev1.ProviderBackendReachableCondition, banlieuev1.ProviderCredentialsValidCondition}
+
+// providerChangeWakesMachines reports whether a Provider update changed what its
+// machines act on: its spec (paused included), its deletion, its annotations or the
+// status of a providerHealth condition. The Provider controller's periodic check
+// rewrites failure domains and messages; waking every machine of the Provider for those
+// would cost a backend look per machine.
+func providerChangeWakesMachines(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*banlieuev1.Provider)
+	p, okNew := e.ObjectNew.(*banlieuev1.Provider)
+	if !okOld || !okNew {
+		return true
+	}
+	if old.Generation != p.Generation || !old.DeletionTimestamp.Equal(p.DeletionTimestamp) || !maps.Equal(old.Annotations, p.Annotations) {
+		return true
+	}
+	for _, t := range providerHealth {
+		if conditionStatus(old.Status.Conditions, t) != conditionStatus(p.Status.Conditions, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// conditionStatus is the status of the condition t, "" when there is none.
+func conditionStatus(conditions []metav1.Condition, t string) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(conditions, t); c != nil {
+		return c.Status
+	}
+	return ""
 }
 
 // Reconcile brings one machine's backend VM in line with its spec.
@@ -523,12 +578,14 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 		return ctrl.Result{RequeueAfter: after}, nil
 	case errors.As(err, &unreach):
 		r.sessions.Forget(ctx, p.UID)
+		r.wakeProvider(ctx, p, banlieuev1.ProviderBackendReachableCondition)
 		s.ready(metav1.ConditionFalse, infrav1.MachineBackendUnreachableReason, unreach.Error())
 		after := r.unreachable.When(uid)
 		ctrl.LoggerFrom(ctx).Info("Backend unreachable; retrying", "err", unreach.Error(), "after", after.String())
 		return ctrl.Result{RequeueAfter: after}, nil
 	case errors.As(err, &unauth):
 		r.sessions.Forget(ctx, p.UID)
+		r.wakeProvider(ctx, p, banlieuev1.ProviderCredentialsValidCondition)
 		s.ready(metav1.ConditionFalse, infrav1.MachineCredentialsRejectedReason, unauth.Error())
 		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
 	case errors.Is(err, errCredentialsNotFound), errors.Is(err, errCABundleNotFound):
@@ -540,6 +597,34 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 	default:
 		s.ready(metav1.ConditionFalse, infrav1.MachineReconcileErrorReason, err.Error())
 		return ctrl.Result{}, err
+	}
+}
+
+// providerWakeGap is the least time between two wakes of one Provider. A Provider whose
+// check disagrees with its machines (its inventory answers while their VMs' calls fail,
+// as when one Proxmox VE node is down) is then checked at most this often for them, not
+// once per failing machine's retry.
+const providerWakeGap = 10 * time.Second
+
+// wakeProvider has the Provider controller check p now when p's condition cond still
+// says True although the machine just met the contrary. Once the check has written
+// False, machines no longer wake it: a thousand machines meeting the same outage cost
+// one check.
+func (r *Reconciler) wakeProvider(ctx context.Context, p *banlieuev1.Provider, cond string) {
+	if r.providerWakeups == nil || !meta.IsStatusConditionTrue(p.Status.Conditions, cond) {
+		return
+	}
+	r.wokeMu.Lock()
+	if time.Since(r.woke[p.UID]) < providerWakeGap {
+		r.wokeMu.Unlock()
+		return
+	}
+	r.woke[p.UID] = time.Now()
+	r.wokeMu.Unlock()
+	select {
+	case r.providerWakeups <- event.GenericEvent{Object: p}:
+		ctrl.LoggerFrom(ctx).V(2).Info("Woke the Provider, whose condition is stale", "condition", cond)
+	case <-ctx.Done():
 	}
 }
 

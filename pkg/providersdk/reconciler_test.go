@@ -14,8 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -109,6 +114,33 @@ func (e *env) mustReconcile(r *providersdk.Reconciler, m *testv1.TestMachine) ct
 		e.t.Fatalf("reconcile: %v", err)
 	}
 	return res
+}
+
+// run runs Setup's controllers for cfg in a manager that caches the env's namespace,
+// until the test ends.
+func (e *env) run(cfg providersdk.Config) {
+	e.t.Helper()
+	mgr, err := ctrl.NewManager(suite.Config, ctrl.Options{
+		Scheme:     suite.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := providersdk.Setup(mgr, cfg); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Error(err)
+		}
+	})
 }
 
 // ready is the machine's Ready condition, reduced to what the tests compare.
@@ -726,5 +758,53 @@ func TestAPermanentErrorStopsTheSynchronousSteps(t *testing.T) {
 	}
 	if b.updates != 2 {
 		t.Errorf("%d updates, want 2: the steps went on after a permanent error", b.updates)
+	}
+}
+
+func TestAMachineWakesItsProviderOnlyWhileTheProviderSaysOtherwise(t *testing.T) {
+	unreachable := providersdk.Unreachable(errors.New("connection refused"))
+	unauthorized := providersdk.Unauthorized(errors.New("password rejected"))
+	tests := []struct {
+		name      string
+		fault     error
+		condition string
+		status    metav1.ConditionStatus
+		want      int
+	}{
+		{"unreachable while the Provider says reachable: one wake for all machines", unreachable, banlieuev1.ProviderBackendReachableCondition, metav1.ConditionTrue, 1},
+		{"unreachable once the Provider says so: none", unreachable, banlieuev1.ProviderBackendReachableCondition, metav1.ConditionFalse, 0},
+		{"rejected while the Provider says the credentials are valid: one wake for all machines", unauthorized, banlieuev1.ProviderCredentialsValidCondition, metav1.ConditionTrue, 1},
+		{"rejected once the Provider says so: none", unauthorized, banlieuev1.ProviderCredentialsValidCondition, metav1.ConditionFalse, 0},
+		{"unreachable while the Provider says only the credentials are valid: none", unreachable, banlieuev1.ProviderCredentialsValidCondition, metav1.ConditionTrue, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			p := e.getProvider()
+			meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: tt.condition, Status: tt.status, Reason: "Test"})
+			if err := k8s.Status().Update(e.ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			failing := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+				return providersdk.ClientFns{ObserveFn: func(context.Context, *providersdk.Machine) (providersdk.Observation, error) {
+					return providersdk.Observation{}, tt.fault
+				}}, nil
+			})
+			checks := make(chan event.GenericEvent, 10)
+			r := providersdk.NewReconciler(k8s, testMachineGVK, failing, providersdk.WithFinalizer(provider.Finalizer), providersdk.WithProviderWakeups(checks))
+			for i := range 3 {
+				m := e.machine(fmt.Sprintf("vm-%d", i))
+				e.mustReconcile(r, m)
+				e.mustReconcile(r, m)
+			}
+			if got := len(checks); got != tt.want {
+				t.Errorf("%d wakes of the Provider, want %d", got, tt.want)
+			}
+			if tt.want > 0 {
+				if ev := <-checks; ev.Object.GetName() != e.provider.Name {
+					t.Errorf("woke %s, want the Provider %s", ev.Object.GetName(), e.provider.Name)
+				}
+			}
+		})
 	}
 }

@@ -54,12 +54,16 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	// The Provider controller wakes, through wakeups, the machines whose guests have come
 	// to report an address (for sessions that are GuestAddressReporters).
 	wakeups := make(chan event.GenericEvent)
-	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class), WithWakeups(wakeups)}, cfg.MachineOptions...)
+	// The machines wake, through checks, a Provider whose conditions still say its
+	// backend answers and takes the credentials when a machine has just met the
+	// contrary, so the Provider reports the fault now, not at its next inventory refresh.
+	checks := make(chan event.GenericEvent)
+	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class), WithWakeups(wakeups), WithProviderWakeups(checks)}, cfg.MachineOptions...)
 	if err := NewReconciler(mgr.GetClient(), cfg.MachineKind, cfg.Driver, opts...).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", cfg.MachineKind.Kind, err)
 	}
 	interval := cmp.Or(cfg.InventoryInterval, time.Minute)
-	if err := NewProviderReconciler(mgr.GetClient(), cfg.Class, cfg.MachineKind, sessions, interval, WithMachineWakeups(wakeups)).SetupWithManager(mgr); err != nil {
+	if err := NewProviderReconciler(mgr.GetClient(), cfg.Class, cfg.MachineKind, sessions, interval, WithMachineWakeups(wakeups), WithProviderChecks(checks)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s Provider controller: %w", cfg.Class, err)
 	}
 	if err := NewImageReconciler(mgr.GetClient(), cfg.Class, sessions, cmp.Or(cfg.ImageResync, 10*time.Minute)).SetupWithManager(mgr); err != nil {

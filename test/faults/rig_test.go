@@ -33,10 +33,6 @@ const (
 	vsphereProv = "vcenter-dc1"
 	proxmoxProv = "pve-edge"
 	libvirtProv = "kvm-dev"
-	// nudgeAnnotation is written on a Provider to make its controller look at the
-	// backend now rather than at its next inventory read (once a minute), as an
-	// operator's 'kubectl annotate' would.
-	nudgeAnnotation = "faults.banlieue.io/nudge"
 )
 
 // rig is the fleet under test: the control plane, the simulated backends, banlieue's
@@ -177,13 +173,6 @@ func (r *rig) provider(g Gomega, name string) *banlieuev1.Provider {
 	p := &banlieuev1.Provider{}
 	g.Expect(r.c.Get(r.ctx, client.ObjectKey{Namespace: devenv.ProviderNamespace, Name: name}, p)).To(Succeed())
 	return p
-}
-
-// nudge makes a Provider's controller check its backend now.
-func (r *rig) nudge(g Gomega, name string) {
-	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: devenv.ProviderNamespace, Name: name}}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, nudgeAnnotation, time.Now().Format(time.RFC3339Nano))
-	g.Expect(r.c.Patch(r.ctx, p, client.RawPatch("application/merge-patch+json", []byte(patch)))).To(Succeed())
 }
 
 // vms lists the fleet.

@@ -175,7 +175,7 @@ func (r *rig) backendOutages(t *testing.T) {
 			g := NewWithT(t)
 			start := time.Now()
 			o.down()
-			r.nudge(g, o.provider)
+			// The changed VMs' machines meet the outage and wake the Provider's check.
 			flips := r.flipSome(g, o.provider, flipsPerFault, o.canFlip)
 			r.watchTruth(t, o.provider, flips, r.size.Outage, func(p *banlieuev1.Provider) bool {
 				return strings.HasPrefix(conditionOf(p.Status.Conditions, banlieuev1.ProviderBackendReachableCondition), "False/"+banlieuev1.ProviderBackendUnreachableReason)
@@ -221,13 +221,13 @@ func (r *rig) credentialsRotation(t *testing.T) {
 		vs := r.backends.VSphere
 		start := time.Now()
 		r.updateSecret(g, vsphereProv, map[string][]byte{"username": []byte(vs.Username), "password": []byte("not-" + vs.Password)})
-		r.nudge(g, vsphereProv)
 		rejected := func(p *banlieuev1.Provider) bool {
 			return strings.HasPrefix(conditionOf(p.Status.Conditions, banlieuev1.ProviderCredentialsValidCondition), "False/"+banlieuev1.ProviderCredentialsRejectedReason)
 		}
-		// The open session outlives the Secret's change until the Provider's check reads
-		// the Secret again and drops it (as a vCenter session outlives a password change),
-		// so the VMs are changed once the Provider has said the credentials are rejected.
+		// The open session outlives the Secret's change until the Provider's next
+		// inventory refresh (once a minute) reads the Secret again and drops it (as a
+		// vCenter session outlives a password change), so the VMs are changed once the
+		// Provider has said the credentials are rejected.
 		g.Eventually(func() bool { return rejected(r.provider(g, vsphereProv)) }).WithTimeout(2 * time.Minute).Should(BeTrue())
 		flips := r.flipSome(g, vsphereProv, flipsPerFault, func(*banlieuev1.VirtualMachine) bool { return true })
 		r.watchTruth(t, vsphereProv, flips, 0, rejected, infrav1.MachineCredentialsRejectedReason)
@@ -241,11 +241,12 @@ func (r *rig) credentialsRotation(t *testing.T) {
 		pve := r.backends.Proxmox
 		pve.ResetRequests()
 		r.updateSecret(g, proxmoxProv, map[string][]byte{proxmox.UsernameKey: []byte(pve.Username), proxmox.PasswordKey: []byte(pve.Password)})
-		r.nudge(g, proxmoxProv)
 		r.flipSome(g, proxmoxProv, flipsPerFault, func(*banlieuev1.VirtualMachine) bool { return true })
 		took, inv := r.converge(t)
-		// A password logs in for a ticket; the token never does.
-		g.Expect(pve.Requests()).To(HaveKeyWithValue("POST /access/ticket", BeNumerically(">", 0)), "the provider never logged in with the new credentials")
+		// A password logs in for a ticket; the token never does. The token's session
+		// serves until the Provider's next inventory refresh reads the Secret again.
+		g.Eventually(pve.Requests).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(
+			HaveKeyWithValue("POST /access/ticket", BeNumerically(">", 0)), "the provider never logged in with the new credentials")
 		r.record("credentials rotation", "Proxmox VE Secret rotated from an API token to a user and password", took, inv)
 	})
 }

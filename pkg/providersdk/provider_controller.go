@@ -107,7 +107,7 @@ func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.NewPredicateFuncs(r.claims),
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// Only a machine's removal can release a Provider being deleted.
-		Watches(u, handler.EnqueueRequestsFromMapFunc(providerOfMachine), builder.WithPredicates(predicate.Funcs{
+		Watches(u, handler.EnqueueRequestsFromMapFunc(r.deletingProviderOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(event.CreateEvent) bool { return false },
 			UpdateFunc:  func(event.UpdateEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
@@ -137,12 +137,19 @@ func providerRefOf(o client.Object) (types.NamespacedName, bool) {
 	return types.NamespacedName{Namespace: ns, Name: name}, ns != "" && name != ""
 }
 
-// providerOfMachine maps a machine to its Provider.
-func providerOfMachine(_ context.Context, o client.Object) []reconcile.Request {
-	if ref, ok := providerRefOf(o); ok {
-		return []reconcile.Request{{NamespacedName: ref}}
+// deletingProviderOf maps a machine to its Provider when that Provider is being deleted.
+// A Provider that is not has nothing to do when a machine goes: waking it would read
+// its inventory again for every VM of a mass deletion.
+func (r *ProviderReconciler) deletingProviderOf(ctx context.Context, o client.Object) []reconcile.Request {
+	ref, ok := providerRefOf(o)
+	if !ok {
+		return nil
 	}
-	return nil
+	p := &banlieuev1.Provider{}
+	if err := r.client.Get(ctx, ref, p); err != nil || p.DeletionTimestamp.IsZero() {
+		return nil // a Provider that is gone has no finalizer left to release
+	}
+	return []reconcile.Request{{NamespacedName: ref}}
 }
 
 // machinesOn lists the machines of kind gvk whose providerRef names the Provider p.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -278,6 +279,7 @@ type breakable struct {
 	mu     sync.Mutex
 	fault  error
 	checks []time.Time
+	gone   map[string]bool // machines whose VMs were deleted
 }
 
 func (b *breakable) set(fault error) {
@@ -301,14 +303,24 @@ func (b *breakable) checksSince(start time.Time) []time.Time {
 
 func (b *breakable) driver() providersdk.Driver {
 	return providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
-		return providersdk.ClientFns{ObserveFn: b.observe, InventoryFn: b.inventory}, nil
+		return providersdk.ClientFns{ObserveFn: b.observe, DeleteFn: b.delete, InventoryFn: b.inventory}, nil
 	})
 }
 
 func (b *breakable) observe(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return providersdk.Observation{Exists: true, UpToDate: true, ProviderID: "test://" + m.Name, PowerState: banlieuev1.PowerStatePoweredOn}, b.fault
+	return providersdk.Observation{Exists: !b.gone[m.Name], UpToDate: true, ProviderID: "test://" + m.Name, PowerState: banlieuev1.PowerStatePoweredOn}, b.fault
+}
+
+func (b *breakable) delete(_ context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gone == nil {
+		b.gone = map[string]bool{}
+	}
+	b.gone[m.Name] = true
+	return providersdk.DeleteResult{}, b.fault
 }
 
 func (b *breakable) inventory(context.Context) (providersdk.Inventory, error) {
@@ -387,5 +399,43 @@ func TestAMachineThatMeetsAFaultHasItsProviderCheckedOnceAtOnce(t *testing.T) {
 			b.set(nil)
 			eventually(t, 10*time.Second, "the machines are Ready again after the Provider", allReady)
 		})
+	}
+}
+
+func TestMachinesGoingAwayLeaveAHealthyProviderAlone(t *testing.T) {
+	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = wakesClass })
+	b := &breakable{}
+	e.run(providersdk.Config{Class: wakesClass, MachineKind: testMachineGVK, Driver: b.driver(), InventoryInterval: time.Hour})
+	var machines []*testv1.TestMachine
+	for i := range 5 {
+		machines = append(machines, e.machine(fmt.Sprintf("vm-%d", i)))
+	}
+	eventually(t, 10*time.Second, "the Provider and its machines are Ready", func() bool {
+		for _, m := range machines {
+			if readyOf(e.get(m)).Status != "True" {
+				return false
+			}
+		}
+		return conditionsOf(e.getProvider())["Ready"] == "True/Ready: "
+	})
+
+	start := time.Now()
+	for _, m := range machines {
+		if err := k8s.Delete(e.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "the machines are gone", func() bool {
+		for _, m := range machines {
+			if err := k8s.Get(e.ctx, client.ObjectKeyFromObject(m), &testv1.TestMachine{}); !apierrors.IsNotFound(err) {
+				return false
+			}
+		}
+		return true
+	})
+	// A machine's removal matters only to a Provider being deleted; a healthy one
+	// would read its whole inventory again for every VM of a mass deletion.
+	if checks := b.checksSince(start); len(checks) != 0 {
+		t.Errorf("the Provider read its inventory %d times while its %d machines went, want none", len(checks), len(machines))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -75,4 +76,24 @@ func fromField(u *unstructured.Unstructured, field string, into any) error {
 		return fmt.Errorf("failed to read %s of %s %s/%s: %w", field, u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
 	return nil
+}
+
+// OnlyProviderIDChanged reports whether spec.providerID is all that differs between two
+// versions of a machine, besides what every write changes (resourceVersion, generation,
+// managedFields). The provider writes spec.providerID once, right before the status that
+// carries the same news; neither core nor the provider needs to wake for it.
+func OnlyProviderIDChanged(o, n *unstructured.Unstructured) bool {
+	// Most updates are status writes, which leave the generation alone: they need no copy.
+	if o.GetGeneration() == n.GetGeneration() || ProviderID(o) == ProviderID(n) {
+		return false
+	}
+	rest := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "spec", "providerID")
+		for _, f := range []string{"resourceVersion", "generation", "managedFields"} {
+			unstructured.RemoveNestedField(c.Object, "metadata", f)
+		}
+		return c.Object
+	}
+	return equality.Semantic.DeepEqual(rest(o), rest(n))
 }

@@ -228,8 +228,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	u.SetGroupVersionKind(r.gvk)
 	b := ctrl.NewControllerManagedBy(mgr).
 		// The Reconciler's own status writes change neither the generation nor the
-		// annotations; waking on them would cost a backend look per write.
-		For(u, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// annotations, and its providerID write changes nothing else; waking on them
+		// would cost a backend look per write.
+		For(u, builder.WithPredicates(
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				o, okOld := e.ObjectOld.(*unstructured.Unstructured)
+				n, okNew := e.ObjectNew.(*unstructured.Unstructured)
+				return !okOld || !okNew || !contract.OnlyProviderIDChanged(o, n)
+			}})).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: providerChangeWakesMachines}))
 	if r.wakeups != nil {

@@ -127,7 +127,7 @@ func machineChanged() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okOld := e.ObjectOld.(*unstructured.Unstructured)
 			n, okNew := e.ObjectNew.(*unstructured.Unstructured)
-			return !okOld || !okNew || (!onlyProviderIDChanged(o, n) && !onlyProgressChanged(o, n))
+			return !okOld || !okNew || (!contract.OnlyProviderIDChanged(o, n) && !onlyProgressChanged(o, n))
 		},
 	}
 }
@@ -228,22 +228,4 @@ func empty(v any) bool {
 		return len(v) == 0
 	}
 	return false
-}
-
-// onlyProviderIDChanged reports whether spec.providerID is all that differs between two
-// versions of a machine, besides what every write changes.
-func onlyProviderIDChanged(o, n *unstructured.Unstructured) bool {
-	// Most updates are status writes, which leave the generation alone: they need no copy.
-	if o.GetGeneration() == n.GetGeneration() || contract.ProviderID(o) == contract.ProviderID(n) {
-		return false
-	}
-	rest := func(u *unstructured.Unstructured) map[string]any {
-		c := u.DeepCopy()
-		unstructured.RemoveNestedField(c.Object, "spec", "providerID")
-		for _, f := range []string{"resourceVersion", "generation", "managedFields"} {
-			unstructured.RemoveNestedField(c.Object, "metadata", f)
-		}
-		return c.Object
-	}
-	return equality.Semantic.DeepEqual(rest(o), rest(n))
 }

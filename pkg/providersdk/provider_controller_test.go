@@ -446,6 +446,10 @@ func TestAMachineIsNotLookedAtAgainForTheProviderIDItsReconcilerWrote(t *testing
 	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = wakesClass })
 	b := &breakable{}
 	e.run(providersdk.Config{Class: wakesClass, MachineKind: testMachineGVK, Driver: b.driver(), InventoryInterval: time.Hour})
+	// The Provider turning Ready wakes its machines; it must be before the machine is made.
+	eventually(t, 10*time.Second, "the Provider is Ready", func() bool {
+		return conditionsOf(e.getProvider())["Ready"] == "True/Ready: "
+	})
 	m := e.machine("web")
 	eventually(t, 10*time.Second, "the machine is Ready with its providerID", func() bool {
 		got := e.get(m)

@@ -21,11 +21,19 @@ type templateRef struct {
 // clone task at once; Update shapes the VM once the clone is done. The clone carries the
 // machine's UID in its description and its name from the machine. It succeeds without a
 // clone when the machine's VM exists, and waits for a clone in flight that may be the
-// machine's (one a crashed provider started) rather than clone twice.
+// machine's (one a crashed provider started) rather than clone twice. It reads the
+// cluster's listing that the Observe of the same reconcile read, when it is fresh
+// (takeListing), else lists the cluster.
 func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
-	all, err := s.guests(ctx)
-	if err != nil {
-		return providersdk.CreateResult{}, err
+	all, ok := s.takeListing(m.UID)
+	if !ok || s.othersCloning(all) {
+		// Another process's clone, seen locked in the kept listing, may have ended since
+		// and be this machine's VM, which pendingClone would no longer see running: a
+		// fresh listing shows it.
+		var err error
+		if all, err = s.guests(ctx); err != nil {
+			return providersdk.CreateResult{}, err
+		}
 	}
 	vm, err := s.findIn(ctx, all, m)
 	if err != nil || vm != nil {

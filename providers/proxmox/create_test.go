@@ -44,6 +44,7 @@ func TestCrashMidCloneAdoptsTheClone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The provider dies before it records the task: a new session sees only the machine.
+	// Its Create reuses Observe's listing, whose lock fields show the clone in flight.
 	second := connect(t, sim, newDriver(sim))
 	o, err := second.Observe(context.Background(), m)
 	if err != nil || o.Exists {
@@ -66,6 +67,37 @@ func TestCrashMidCloneAdoptsTheClone(t *testing.T) {
 	}
 	if clones != 1 {
 		t.Errorf("%d clone tasks, want 1", clones)
+	}
+}
+
+// A crashed provider's clone that ends between Observe and Create is the machine's VM,
+// though Observe's listing showed it locked and nameless and pendingClone no longer sees
+// it run: Create must list again rather than clone a second VM.
+func TestCloneOfACrashedProviderEndingBeforeCreateIsNotClonedAgain(t *testing.T) {
+	sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
+		o.TaskDelays = map[string]time.Duration{"qmclone": 300 * time.Millisecond}
+	})
+	m := newMachine("9e3f4a51-0000-4000-8000-000000000015")
+	first := connect(t, sim, newDriver(sim))
+	if _, err := first.Create(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	second := connect(t, sim, newDriver(sim))
+	if o, err := second.Observe(context.Background(), m); err != nil || o.Exists {
+		t.Fatalf("Observe mid-clone without the task = %+v, %v; want no VM yet", o, err)
+	}
+	time.Sleep(time.Second) // the first clone ends; the kept listing is still fresh
+	if _, err := second.Create(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	clones := 0
+	for _, task := range sim.Tasks() {
+		if task.Type == "qmclone" {
+			clones++
+		}
+	}
+	if clones != 1 {
+		t.Errorf("%d clone tasks, want 1: Create cloned again beside the ended clone", clones)
 	}
 }
 
@@ -135,5 +167,80 @@ func TestConcurrentCreatesGetDistinctVMIDs(t *testing.T) {
 	asked, cloned := nextIDs.since(t), clones.since(t)
 	if cloned != n || asked != n {
 		t.Errorf("%d VMIDs asked for and %d clones requested for %d machines, want %d of each", asked, cloned, n, n)
+	}
+}
+
+// Create reads the cluster's listing that the Observe of the same reconcile read when
+// it is at most listingReuse old, and lists the cluster itself otherwise.
+func TestCreateReusesObservesListing(t *testing.T) {
+	tests := []struct {
+		name    string
+		observe bool
+		// wait is how far the clock moves between Observe and Create.
+		wait time.Duration
+		want int
+	}{
+		{name: "Observe then Create", observe: true, want: 1},
+		{name: "Create within the validity", observe: true, wait: listingReuse, want: 1},
+		{name: "Create after the validity", observe: true, wait: listingReuse + time.Millisecond, want: 2},
+		{name: "Create alone", want: 1},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			sim := proxmoxtest.Start(t)
+			d := newDriver(sim)
+			start, offset := time.Now(), time.Duration(0)
+			d.now = func() time.Time { return start.Add(offset) } // moves only when the test moves it
+			s := connect(t, sim, d)
+			m := newMachine(fmt.Sprintf("5c6d7e8f-0000-4000-8000-%012d", i))
+			lists := countCalls(sim, listOp)
+			if tt.observe {
+				if o, err := s.Observe(ctx, m); err != nil || o.Exists {
+					t.Fatalf("Observe = %+v, %v; want no VM", o, err)
+				}
+			}
+			offset = tt.wait
+			res, err := s.Create(ctx, m)
+			if err != nil || !res.Task.InFlight() {
+				t.Fatalf("Create = %+v, %v; want the clone task", res, err)
+			}
+			if n := lists.since(t); n != tt.want {
+				t.Errorf("listed the cluster %d times, want %d", n, tt.want)
+			}
+			if n := len(s.listings); n != 0 {
+				t.Errorf("%d listings kept after Create, want 0", n)
+			}
+			converge(t, s, m)
+			theVM(t, sim)
+		})
+	}
+}
+
+// Listings kept for machines that are observed but never created are dropped once
+// they are too old to reuse, when the next one is kept.
+func TestKeptListingsDoNotPileUp(t *testing.T) {
+	ctx := context.Background()
+	sim := proxmoxtest.Start(t)
+	d := newDriver(sim)
+	start, offset := time.Now(), time.Duration(0)
+	d.now = func() time.Time { return start.Add(offset) }
+	s := connect(t, sim, d)
+	observe := func(i int) {
+		t.Helper()
+		if o, err := s.Observe(ctx, newMachine(fmt.Sprintf("6d7e8f90-0000-4000-8000-%012d", i))); err != nil || o.Exists {
+			t.Fatalf("Observe = %+v, %v; want no VM", o, err)
+		}
+	}
+	for i := range 3 {
+		observe(i)
+	}
+	if n := len(s.listings); n != 3 {
+		t.Fatalf("%d listings kept for 3 machines just observed, want 3", n)
+	}
+	offset = listingReuse + time.Millisecond
+	observe(3)
+	if n := len(s.listings); n != 1 {
+		t.Errorf("%d listings kept once the first 3 are stale, want 1", n)
 	}
 }

@@ -116,7 +116,10 @@
 // now another VM's, the VM gone, its node not answering) the cluster is listed with one
 // /cluster/resources?type=vm call and the VM found there by tag or name, confirmed the
 // same way. So a machine reconciled again costs no listing, and a VM that is gone takes
-// one to be sure it did not move. Either way a VM with the tag but another UID is left
+// one to be sure it did not move. A new machine costs one: the Create that follows
+// Observe in the same reconcile reuses Observe's listing when it is at most two seconds
+// old (and lists the cluster itself otherwise) to check again that the VM does not
+// exist, find the template and see clones in flight. Either way a VM with the tag but another UID is left
 // alone (IdentityMismatch). A clone in flight has neither name nor description (its
 // config holds only lock: clone), so a provider that crashed after starting one cannot
 // recognise it: Create and Delete then wait for any qmclone task of the template started

@@ -44,7 +44,8 @@ type Driver struct {
 	responseTimeout time.Duration
 	snippets        SnippetWriter
 	cloneAttempts   int
-	// now is the clock that times failed imports; tests move it.
+	// now is the clock that times failed imports and the listings Create reuses; tests
+	// move it.
 	now func() time.Time
 
 	// vmidsMu guards vmids: per cluster, the lock its sessions hold from

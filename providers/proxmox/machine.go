@@ -17,7 +17,8 @@ import (
 // Observe polls the machine's recorded task, finds the machine's VM (by reading its
 // config where the machine last saw it, else by listing the cluster; confirmed by its
 // config's description either way) and reports its state: power from status/current,
-// addresses from the guest agent. It never changes PVE.
+// addresses from the guest agent. It never changes PVE. A listing that did not find
+// the VM is kept for the Create of the same reconcile (keepListing).
 func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	state, err := s.pollTask(ctx, m.Task)
 	if err != nil {
@@ -29,9 +30,13 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		// waits for it instead of leaving it behind.
 		return providersdk.Observation{Exists: true, Task: m.Task}, nil
 	}
-	vm, err := s.findVM(ctx, m, nil)
-	if err != nil || vm == nil {
+	vm, all, err := s.lookup(ctx, m, nil)
+	if err != nil {
 		return providersdk.Observation{}, err
+	}
+	if vm == nil {
+		s.keepListing(m.UID, all) // for the Create that follows
+		return providersdk.Observation{}, nil
 	}
 	o, err := s.observe(ctx, m, vm)
 	if err != nil {

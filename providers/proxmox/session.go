@@ -80,6 +80,12 @@ type session struct {
 	placesMu sync.Mutex
 	places   map[k8stypes.UID]location
 
+	// listingsMu guards listings: the guest listing Observe last read for a machine
+	// whose VM it did not find, by machine UID, which the Create of the same reconcile
+	// takes instead of listing again (see keepListing).
+	listingsMu sync.Mutex
+	listings   map[k8stypes.UID]listing
+
 	// clonesMu guards clones: the clone tasks this session started and has not seen
 	// end, by UPID, with the machine each makes a VM for.
 	clonesMu sync.Mutex
@@ -141,6 +147,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 		templateStorage: p.Spec.Parameters[ParamTemplateStorage],
 		imports:         map[k8stypes.UID]*importState{},
 		places:          map[k8stypes.UID]location{},
+		listings:        map[k8stypes.UID]listing{},
 		clones:          map[string]k8stypes.UID{},
 	}
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {

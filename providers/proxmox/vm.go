@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/luthermonson/go-proxmox"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -88,6 +90,63 @@ func (s *session) guests(ctx context.Context) ([]resource, error) {
 		return nil, err
 	}
 	return slices.DeleteFunc(all, func(r resource) bool { return r.Type != "" && r.Type != "qemu" }), nil
+}
+
+// listingReuse is how long a listing Observe read stays good for the machine's Create:
+// the SDK calls Create right after Observe, in the same reconcile.
+const listingReuse = 2 * time.Second
+
+// listing is a guest listing and when it was read.
+type listing struct {
+	all []resource
+	at  time.Time
+}
+
+// keepListing keeps the listing in which Observe did not find the machine's VM, for
+// the Create of the same reconcile to take (takeListing) instead of listing a large
+// cluster again. It is safe because controller-runtime never reconciles a machine
+// twice at once: between the two calls no clone for this machine can start but one
+// this process started, which the session tracks (s.clones), so the listing still
+// tells whether the VM exists, and pendingClone still sees the clones of other
+// processes in flight by its lock fields. Listings older than listingReuse are
+// dropped whenever one is kept, so those of machines that never reach Create (deleted,
+// a failed reconcile) do not pile up: the map holds the last listingReuse's at most.
+func (s *session) keepListing(uid k8stypes.UID, all []resource) {
+	now := s.driver.now()
+	s.listingsMu.Lock()
+	defer s.listingsMu.Unlock()
+	maps.DeleteFunc(s.listings, func(_ k8stypes.UID, l listing) bool { return now.Sub(l.at) > listingReuse })
+	s.listings[uid] = listing{all: all, at: now}
+}
+
+// takeListing removes and returns the listing kept for the machine, when it is at
+// most listingReuse old.
+func (s *session) takeListing(uid k8stypes.UID) ([]resource, bool) {
+	s.listingsMu.Lock()
+	defer s.listingsMu.Unlock()
+	l, ok := s.listings[uid]
+	delete(s.listings, uid)
+	if !ok || s.driver.now().Sub(l.at) > listingReuse {
+		return nil, false
+	}
+	return l.all, true
+}
+
+// othersCloning reports whether a guest of the listing is locked by a clone this
+// session did not start (one it started, it remembers where).
+func (s *session) othersCloning(all []resource) bool {
+	s.placesMu.Lock()
+	defer s.placesMu.Unlock()
+	ours := make(map[location]bool, len(s.places))
+	for _, loc := range s.places {
+		ours[loc] = true
+	}
+	for _, r := range all {
+		if r.Lock == "clone" && !ours[location{node: r.Node, vmid: r.VMID}] {
+			return true
+		}
+	}
+	return false
 }
 
 // location is where a VM was last seen: its node and VMID.

@@ -134,7 +134,7 @@ func startLibvirt() (*libvirtd.Daemon, error) {
 		return nil, fmt.Errorf("failed to start libvirtd: %w", err)
 	}
 	if _, err = d.DefineDirPool(libvirtPool); err == nil {
-		if err = d.DefineNetwork(libvirtNetwork, "bnldev0", libvirtd.RandomSubnet()); err == nil {
+		if err = d.DefineNetwork(libvirtNetwork, libvirtd.RandomBridge("bnldev"), libvirtd.RandomSubnet()); err == nil {
 			err = d.CreateBlankImage(libvirtPool, libvirtImage, 2)
 		}
 	}

@@ -2,8 +2,6 @@ package libvirt
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -71,7 +69,7 @@ func prepare(d *libvirtd.Daemon) error {
 	}
 	// A bridge name of its own per run: a run killed before its cleanup leaves its
 	// bridge behind, which must not stop the next run.
-	if err := d.DefineNetwork(testNetwork, fmt.Sprintf("bnl%x", rand.Uint32()), libvirtd.RandomSubnet()); err != nil {
+	if err := d.DefineNetwork(testNetwork, libvirtd.RandomBridge("bnl"), libvirtd.RandomSubnet()); err != nil {
 		return err
 	}
 	return d.CreateBlankImage(testPool, testImage, testImageGiB)

@@ -1,8 +1,6 @@
 package libvirtd_test
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/banlieue/banlieue/sim/libvirtd"
@@ -24,7 +22,7 @@ func TestDaemon(t *testing.T) {
 	if _, err := d.DefineDirPool("images"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DefineNetwork("bnl-test", fmt.Sprintf("bnlt%x", rand.Uint32()), libvirtd.RandomSubnet()); err != nil {
+	if err := d.DefineNetwork("bnl-test", libvirtd.RandomBridge("bnlt"), libvirtd.RandomSubnet()); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Restart(); err != nil {

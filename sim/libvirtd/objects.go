@@ -124,6 +124,12 @@ func RandomSubnet() string {
 	return fmt.Sprintf("198.%d.%d.1/24", 18+rand.IntN(2), rand.IntN(256))
 }
 
+// RandomBridge is a bridge name that starts with prefix and is unlikely to be taken by
+// another daemon or test on the host; Linux limits interface names to 15 bytes.
+func RandomBridge(prefix string) string {
+	return fmt.Sprintf("%s%04x", prefix, rand.IntN(0x10000))
+}
+
 // CreateBlankImage makes a blank qcow2 volume of sizeGiB in pool, through a fresh
 // qemu:///system connection. See CreateBlankImageOn.
 func (d *Daemon) CreateBlankImage(pool, name string, sizeGiB uint64) error {

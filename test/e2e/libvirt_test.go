@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -31,7 +29,7 @@ func startLibvirtd(t *testing.T) *libvirtd.Daemon {
 	if _, err := d.DefineDirPool(lvPool); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DefineNetwork(lvNetwork, fmt.Sprintf("bnle%x", rand.Uint32()%0xffff), libvirtd.RandomSubnet()); err != nil {
+	if err := d.DefineNetwork(lvNetwork, libvirtd.RandomBridge("bnle"), libvirtd.RandomSubnet()); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.CreateBlankImage(lvPool, lvImage, 1); err != nil {

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -63,7 +62,7 @@ func startBackends(t *testing.T) *backends {
 	if _, err := b.Libvirt.DefineDirPool("banlieue"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Libvirt.DefineNetwork("banlieue", fmt.Sprintf("bnlf%x", rand.Uint32()%0xffff), libvirtd.RandomSubnet()); err != nil {
+	if err := b.Libvirt.DefineNetwork("banlieue", libvirtd.RandomBridge("bnlf"), libvirtd.RandomSubnet()); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Libvirt.CreateBlankImage("banlieue", "jammy.qcow2", 1); err != nil {

@@ -59,13 +59,7 @@ func TestCrashMidCloneAdoptsTheClone(t *testing.T) {
 	}
 	converge(t, second, m)
 	theVM(t, sim)
-	clones := 0
-	for _, task := range sim.Tasks() {
-		if task.Type == "qmclone" {
-			clones++
-		}
-	}
-	if clones != 1 {
+	if clones := clonesIn(sim); clones != 1 {
 		t.Errorf("%d clone tasks, want 1", clones)
 	}
 }
@@ -90,13 +84,7 @@ func TestCloneOfACrashedProviderEndingBeforeCreateIsNotClonedAgain(t *testing.T)
 	if _, err := second.Create(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	clones := 0
-	for _, task := range sim.Tasks() {
-		if task.Type == "qmclone" {
-			clones++
-		}
-	}
-	if clones != 1 {
+	if clones := clonesIn(sim); clones != 1 {
 		t.Errorf("%d clone tasks, want 1: Create cloned again beside the ended clone", clones)
 	}
 }
@@ -243,4 +231,15 @@ func TestKeptListingsDoNotPileUp(t *testing.T) {
 	if n := len(s.listings); n != 1 {
 		t.Errorf("%d listings kept once the first 3 are stale, want 1", n)
 	}
+}
+
+// clonesIn counts the clone tasks the simulator ran.
+func clonesIn(sim *proxmoxtest.Simulator) int {
+	n := 0
+	for _, task := range sim.Tasks() {
+		if task.Type == "qmclone" {
+			n++
+		}
+	}
+	return n
 }

@@ -342,21 +342,15 @@ func (b *bench) measure(ctx context.Context) error {
 		logf("%s: %.1f CPU s, peak RSS %d MiB", p.Name, u.CPU.Seconds(), u.PeakRSS/mib)
 	}
 	b.saveHeapProfiles(ctx)
-	if b.o.settle > 0 {
-		logf("Letting the system settle for %s", b.o.settle)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(b.o.settle):
-		}
+	logf("Letting the system settle for %s", b.o.settle)
+	if err := sleep(ctx, b.o.settle); err != nil {
+		return err
 	}
 	if b.settled, err = b.snapshot(ctx); err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(b.o.idle):
+	if err := sleep(ctx, b.o.idle); err != nil {
+		return err
 	}
 	if b.idle, err = b.snapshot(ctx); err != nil {
 		return err
@@ -501,4 +495,14 @@ func download(ctx context.Context, url, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }

@@ -66,13 +66,13 @@ func (b *bench) report() string {
 
 	coreCreate, provCreate := b.writes(b.before, b.ready)
 	fmt.Fprintf(&w, "| measure | banlieue | direct client | ratio |\n|---|---|---|---|\n")
-	fmt.Fprintf(&w, "| all %d Ready (from the first create) | %s | %s | %.2f |\n", b.o.vms, secs(b.readyAt), secs(b.direct), b.readyAt.Seconds()/b.direct.Seconds())
+	fmt.Fprintf(&w, "| all %d Ready (from the first create) | %s | %s | %s |\n", b.o.vms, secs(b.readyAt), b.directCell(b.direct), b.ratio(b.readyAt, b.direct))
 	for _, be := range b.backends {
 		if be.vms == 0 {
 			continue
 		}
 		d := b.directByClass[be.class]
-		fmt.Fprintf(&w, "| — %s, %d VMs%s | %s | %s | %.2f |\n", be.class, be.vms, cond(be.powerOff, " (PoweredOff)", ""), secs(b.readyBy[be.class]), secs(d), b.readyBy[be.class].Seconds()/d.Seconds())
+		fmt.Fprintf(&w, "| — %s, %d VMs%s | %s | %s | %s |\n", be.class, be.vms, cond(be.powerOff, " (PoweredOff)", ""), secs(b.readyBy[be.class]), b.directCell(d), b.ratio(b.readyBy[be.class], d))
 	}
 	fmt.Fprintf(&w, "| all deleted (from the delete) | %s | | |\n", secs(b.deletedAt))
 	fmt.Fprintf(&w, "| Kubernetes API writes per VM, create → Ready (core + providers) | %.2f (core %.2f, providers %.2f) | | |\n",
@@ -190,6 +190,22 @@ func (p phase) label(idle time.Duration) string {
 
 func (b *bench) phases() []phase {
 	return []phase{{"create", b.before, b.ready}, {"idle", b.settled, b.idle}, {"delete", b.idle, b.deleted}}
+}
+
+// directCell is a duration of the direct path, or why there is none.
+func (b *bench) directCell(d time.Duration) string {
+	if b.directErr != nil {
+		return "failed (see the log)"
+	}
+	return secs(d)
+}
+
+// ratio is banlieue's time over the direct path's, or "—" without a direct figure.
+func (b *bench) ratio(banlieue, direct time.Duration) string {
+	if b.directErr != nil || direct <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", banlieue.Seconds()/direct.Seconds())
 }
 
 // breakdown formats counts divided by per, largest first.

@@ -280,7 +280,6 @@ type breakable struct {
 	fault  error
 	checks []time.Time
 	gone   map[string]bool // machines whose VMs were deleted
-	looks  int             // Observe calls
 }
 
 func (b *breakable) set(fault error) {
@@ -311,7 +310,6 @@ func (b *breakable) driver() providersdk.Driver {
 func (b *breakable) observe(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.looks++
 	return providersdk.Observation{Exists: !b.gone[m.Name], UpToDate: true, ProviderID: "test://" + m.Name, PowerState: banlieuev1.PowerStatePoweredOn}, b.fault
 }
 
@@ -439,28 +437,5 @@ func TestMachinesGoingAwayLeaveAHealthyProviderAlone(t *testing.T) {
 	// would read its whole inventory again for every VM of a mass deletion.
 	if checks := b.checksSince(start); len(checks) != 0 {
 		t.Errorf("the Provider read its inventory %d times while its %d machines went, want none", len(checks), len(machines))
-	}
-}
-
-func TestAMachineIsNotLookedAtAgainForTheProviderIDItsReconcilerWrote(t *testing.T) {
-	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = wakesClass })
-	b := &breakable{}
-	e.run(providersdk.Config{Class: wakesClass, MachineKind: testMachineGVK, Driver: b.driver(), InventoryInterval: time.Hour})
-	// The Provider turning Ready wakes its machines; it must be before the machine is made.
-	eventually(t, 10*time.Second, "the Provider is Ready", func() bool {
-		return conditionsOf(e.getProvider())["Ready"] == "True/Ready: "
-	})
-	m := e.machine("web")
-	eventually(t, 10*time.Second, "the machine is Ready with its providerID", func() bool {
-		got := e.get(m)
-		return readyOf(got).Status == "True" && got.Spec.ProviderID == "test://web"
-	})
-	// The VM is up to date from the first look, which writes the providerID (a new
-	// generation) and the status; nothing else asks for another look.
-	time.Sleep(time.Second)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.looks != 1 {
-		t.Errorf("the VM was looked at %d times, want 1: the providerID write woke the machine again", b.looks)
 	}
 }

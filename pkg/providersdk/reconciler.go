@@ -227,16 +227,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	b := ctrl.NewControllerManagedBy(mgr).
-		// The Reconciler's own status writes change neither the generation nor the
-		// annotations, and its providerID write changes nothing else; waking on them
-		// would cost a backend look per write.
-		For(u, builder.WithPredicates(
-			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
-			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				o, okOld := e.ObjectOld.(*unstructured.Unstructured)
-				n, okNew := e.ObjectNew.(*unstructured.Unstructured)
-				return !okOld || !okNew || !contract.OnlyProviderIDChanged(o, n)
-			}})).
+		For(u, builder.WithPredicates(machineChanged())).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: providerChangeWakesMachines}))
 	if r.wakeups != nil {
@@ -245,6 +236,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Named(strings.ToLower(r.gvk.Kind)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
+}
+
+// machineChanged passes the machine updates the Reconciler has to act on: a new
+// generation or new annotations. Its own status writes change neither, and its
+// spec.providerID write changes nothing else; waking on them would cost a backend look
+// per write.
+func machineChanged() predicate.Predicate {
+	return predicate.And[client.Object](
+		predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
+		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okOld := e.ObjectOld.(*unstructured.Unstructured)
+			n, okNew := e.ObjectNew.(*unstructured.Unstructured)
+			return !okOld || !okNew || !contract.OnlyProviderIDChanged(o, n)
+		}},
+	)
 }
 
 // machinesOfProvider maps a Provider to the machines on it.

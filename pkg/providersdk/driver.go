@@ -157,16 +157,24 @@ type Machine struct {
 
 // SpecField decodes spec.<name>, a backend's own block, into into. A missing field
 // leaves into unchanged.
-func (m *Machine) SpecField(name string, into any) error {
-	raw, ok, err := unstructured.NestedMap(m.Object.Object, "spec", name)
+func (m *Machine) SpecField(name string, into any) error { return m.field("spec", name, into) }
+
+// StatusField decodes status.<name>, the block Observation.Details are written to (see
+// WithStatusBlock), into into: what the provider last recorded. A missing field leaves
+// into unchanged.
+func (m *Machine) StatusField(name string, into any) error { return m.field("status", name, into) }
+
+// field decodes <section>.<name> of the machine into into.
+func (m *Machine) field(section, name string, into any) error {
+	raw, ok, err := unstructured.NestedMap(m.Object.Object, section, name)
 	if err != nil {
-		return fmt.Errorf("failed to read spec.%s: %w", name, err)
+		return fmt.Errorf("failed to read %s.%s: %w", section, name, err)
 	}
 	if !ok {
 		return nil
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, into); err != nil {
-		return fmt.Errorf("failed to decode spec.%s: %w", name, err)
+		return fmt.Errorf("failed to decode %s.%s: %w", section, name, err)
 	}
 	return nil
 }

@@ -83,10 +83,10 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providers
 	}
 	// Where the clone will be once its task ends, so the Observe that then finds it
 	// reads it there instead of listing the cluster.
-	if vmid, ok := params["newid"].(int); ok {
-		s.remember(m.UID, location{node: node, vmid: vmid})
-	}
-	s.cloneStarted(upid, m.UID)
+	loc := location{node: node}
+	loc.vmid, _ = params["newid"].(int)
+	s.remember(m.UID, loc)
+	s.cloneStarted(upid, m.UID, loc)
 	return providersdk.CreateResult{Task: task(upid, providersdk.OperationClone)}, nil
 }
 

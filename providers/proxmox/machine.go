@@ -257,11 +257,19 @@ func (s *session) pendingClone(ctx context.Context, all []resource, m *providers
 	return "", nil
 }
 
-// cloneStarted records a clone task this session started for the machine uid.
-func (s *session) cloneStarted(upid string, uid k8stypes.UID) {
+// startedClone is a clone task this session started: the machine it makes a VM for,
+// and where that VM is.
+type startedClone struct {
+	uid k8stypes.UID
+	loc location
+}
+
+// cloneStarted records a clone task this session started for the machine uid, making
+// its VM at loc.
+func (s *session) cloneStarted(upid string, uid k8stypes.UID, loc location) {
 	s.clonesMu.Lock()
 	defer s.clonesMu.Unlock()
-	s.clones[upid] = uid
+	s.clones[upid] = startedClone{uid: uid, loc: loc}
 }
 
 // cloneEnded forgets a task once it is seen to have ended.
@@ -275,6 +283,6 @@ func (s *session) cloneEnded(upid string) {
 func (s *session) cloneOwner(upid string) (k8stypes.UID, bool) {
 	s.clonesMu.Lock()
 	defer s.clonesMu.Unlock()
-	uid, ok := s.clones[upid]
-	return uid, ok
+	c, ok := s.clones[upid]
+	return c.uid, ok
 }

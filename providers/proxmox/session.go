@@ -89,7 +89,7 @@ type session struct {
 	// clonesMu guards clones: the clone tasks this session started and has not seen
 	// end, by UPID, with the machine each makes a VM for.
 	clonesMu sync.Mutex
-	clones   map[string]k8stypes.UID
+	clones   map[string]startedClone
 
 	// vmids is held, by whoever holds it, from /cluster/nextid until the request that
 	// takes the VMID is answered: the driver's one for the cluster (see Driver.vmidLock).
@@ -148,7 +148,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 		imports:         map[k8stypes.UID]*importState{},
 		places:          map[k8stypes.UID]location{},
 		listings:        map[k8stypes.UID]listing{},
-		clones:          map[string]k8stypes.UID{},
+		clones:          map[string]startedClone{},
 	}
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {
 		if n = strings.TrimSpace(n); n != "" {

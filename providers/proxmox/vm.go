@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/luthermonson/go-proxmox"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -133,13 +131,13 @@ func (s *session) takeListing(uid k8stypes.UID) ([]resource, bool) {
 }
 
 // othersCloning reports whether a guest of the listing is locked by a clone this
-// session did not start (one it started, it remembers where).
+// session did not start (the ones it started and has not seen end are in s.clones).
 func (s *session) othersCloning(all []resource) bool {
-	s.placesMu.Lock()
-	defer s.placesMu.Unlock()
-	ours := make(map[location]bool, len(s.places))
-	for _, loc := range s.places {
-		ours[loc] = true
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	ours := make(map[location]bool, len(s.clones))
+	for _, c := range s.clones {
+		ours[c.loc] = true
 	}
 	for _, r := range all {
 		if r.Lock == "clone" && !ours[location{node: r.Node, vmid: r.VMID}] {
@@ -294,14 +292,7 @@ func (s *session) lastLocation(m *providersdk.Machine, obs *providersdk.Observat
 // it cannot be read.
 func statusBlock(m *providersdk.Machine) infrav1.ProxmoxStatus {
 	var st infrav1.ProxmoxStatus
-	if m.Object == nil {
-		return st
-	}
-	raw, ok, err := unstructured.NestedMap(m.Object.Object, "status", "proxmox")
-	if err != nil || !ok {
-		return st
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st); err != nil {
+	if m.Object == nil || m.StatusField("proxmox", &st) != nil {
 		return infrav1.ProxmoxStatus{}
 	}
 	return st

@@ -16,6 +16,11 @@ const (
 	// longer satisfies its spec and it has not (yet) moved.
 	VirtualMachinePlacementValidCondition = "PlacementValid"
 
+	// VirtualMachinePausedCondition is true while the VM is left alone: its spec.paused
+	// is true, or its infrastructure machine reports itself paused (its Provider is
+	// paused). It is false otherwise, as Cluster API v1beta2 reports Paused.
+	VirtualMachinePausedCondition = "Paused"
+
 	// ProviderBackendReachableCondition is true when the provider controller can reach the backend.
 	ProviderBackendReachableCondition = "BackendReachable"
 
@@ -40,6 +45,9 @@ const (
 
 	// VirtualMachinePausedReason: the VM, or its Provider, is paused.
 	VirtualMachinePausedReason = "Paused"
+
+	// VirtualMachineNotPausedReason: neither the VM nor its machine is paused.
+	VirtualMachineNotPausedReason = "NotPaused"
 
 	// VirtualMachinePlacementValidReason: the current placement still satisfies the spec.
 	VirtualMachinePlacementValidReason = "Valid"

@@ -41,7 +41,7 @@ const (
 type Phase string
 
 const (
-	// PhasePending means the VM has not been looked at yet.
+	// PhasePending means the VM waits for its VMClass or VMImage to exist.
 	PhasePending Phase = "Pending"
 	// PhaseScheduling means no placement has been found yet.
 	PhaseScheduling Phase = "Scheduling"
@@ -55,7 +55,9 @@ const (
 	PhaseMigrating Phase = "Migrating"
 	// PhaseDeleting means the VM is being deleted.
 	PhaseDeleting Phase = "Deleting"
-	// PhaseFailed means the machine reported a failure that needs a person.
+	// PhaseFailed means the infrastructure machine reported a failure that retrying
+	// cannot fix (its status.failureReason): it needs a person to change the VM, its
+	// class or its image.
 	PhaseFailed Phase = "Failed"
 )
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -96,4 +97,41 @@ func OnlyProviderIDChanged(o, n *unstructured.Unstructured) bool {
 		return c.Object
 	}
 	return equality.Semantic.DeepEqual(rest(o), rest(n))
+}
+
+// ProviderRef reads spec.providerRef, the Provider the machine runs on; the zero
+// ProviderRef when the machine names none.
+func ProviderRef(u *unstructured.Unstructured) infrav1.ProviderRef {
+	ns, _, _ := unstructured.NestedString(u.Object, "spec", "providerRef", "namespace")
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "providerRef", "name")
+	return infrav1.ProviderRef{Namespace: ns, Name: name}
+}
+
+// Condition reads the machine's status condition of type t: its status, reason,
+// message and observedGeneration (lastTransitionTime is left zero, which no caller
+// compares). It returns nil when the machine has no such condition, and an error when
+// status.conditions is not a list of objects. It reads the fields in place, without a
+// conversion of the whole status: core calls it for every machine update it sees.
+func Condition(u *unstructured.Unstructured, t string) (*metav1.Condition, error) {
+	conditions, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
+	if err != nil {
+		return nil, fmt.Errorf("%s %s/%s: status.conditions is not a list: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	for _, c := range conditions {
+		m, ok := c.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s %s/%s: a status condition is a %T, not an object", u.GetKind(), u.GetNamespace(), u.GetName(), c)
+		}
+		if m["type"] != t {
+			continue
+		}
+		cond := &metav1.Condition{Type: t}
+		status, _ := m["status"].(string)
+		cond.Status = metav1.ConditionStatus(status)
+		cond.Reason, _ = m["reason"].(string)
+		cond.Message, _ = m["message"].(string)
+		cond.ObservedGeneration, _, _ = unstructured.NestedInt64(m, "observedGeneration")
+		return cond, nil
+	}
+	return nil, nil
 }

@@ -117,14 +117,23 @@ func (d *memDriver) Connect(_ context.Context, info providersdk.ProviderInfo) (p
 	if string(token) != b.token {
 		return nil, providersdk.Unauthorized(errors.New("memcloud refused the token"))
 	}
-	return &memSession{b: b, provider: info.Provider}, nil
+	return &memSession{b: b, storage: info.StorageClasses(), network: info.NetworkClasses()}, nil
 }
 
 // memSession is one session to one memcloud. Its methods are safe for concurrent use.
+// Besides the lifecycle of a Client it is an InventoryReader and an ImageResolver, the
+// optional interfaces the SDK finds by type assertion.
 type memSession struct {
-	b        *memcloud
-	provider *banlieuev1.Provider
+	b *memcloud
+	// storage and network are the Provider's classes with their targets (racks' disks
+	// and VLANs); memcloud offers every one of them in its one rack.
+	storage, network []providersdk.ClassTarget
 }
+
+var (
+	_ providersdk.InventoryReader = (*memSession)(nil)
+	_ providersdk.ImageResolver   = (*memSession)(nil)
+)
 
 // find returns the VM tagged with the machine's UID, or nil. Caller holds b.mu.
 func (c *memSession) find(m *providersdk.Machine) *memVM {
@@ -136,7 +145,8 @@ func (c *memSession) find(m *providersdk.Machine) *memVM {
 	return nil
 }
 
-// Observe finds the VM by the machine's UID and reports it; it changes nothing.
+// Observe finds the VM by the machine's UID and reports it; it changes nothing. The VM
+// it found travels in Observation.State to the Create, Update or Delete that follows.
 func (c *memSession) Observe(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
@@ -158,28 +168,31 @@ func (c *memSession) Observe(_ context.Context, m *providersdk.Machine) (provide
 	if vm.on {
 		power = banlieuev1.PowerStatePoweredOn
 	}
-	want := m.Spec.PowerState
-	if want == "" {
-		want = banlieuev1.PowerStatePoweredOn
-	}
+	changes := providersdk.HardwareDiff(m.Spec, providersdk.Hardware{CPUs: vm.cpus, MemoryMiB: vm.memoryMiB})
 	return providersdk.Observation{
 		Exists:        true,
-		UpToDate:      vm.cpus == m.Spec.Hardware.CPUs && vm.memoryMiB == m.Spec.Hardware.MemoryMiB && power == want,
+		UpToDate:      len(changes) == 0 && power == m.DesiredPower(),
 		ProviderID:    "memcloud://" + vm.id,
 		PowerState:    power,
 		FailureDomain: "rack-1",
 		Details:       MemcloudMachineStatus{VMID: vm.id},
+		State:         vm,
 	}, nil
 }
 
-// Create clones the VM from its template, tagged with the machine's UID. It succeeds
-// when the VM already exists, and returns the clone as a task to poll.
-func (c *memSession) Create(_ context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	if c.find(m) != nil {
+// Create clones the VM from its template, tagged with the machine's UID, and returns
+// the clone as a task to poll. obs says no VM carries the UID: a VM an earlier Create
+// made would have been found by its tag, so none is made twice.
+func (c *memSession) Create(_ context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
+	if obs.Exists {
 		return providersdk.CreateResult{}, nil
 	}
+	var opts MemcloudMachineSpec
+	if err := m.Options("memcloud", &opts); err != nil {
+		return providersdk.CreateResult{}, err // a PermanentError: InvalidOptions
+	}
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
 	if _, ok := c.b.templates[m.Spec.Image.Ref]; !ok {
 		return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason,
 			"template %q does not exist on memcloud", m.Spec.Image.Ref)
@@ -187,30 +200,32 @@ func (c *memSession) Create(_ context.Context, m *providersdk.Machine) (provider
 	c.b.next++
 	id := fmt.Sprintf("vm-%d", c.b.next)
 	c.b.vms[id] = &memVM{id: id, tag: string(m.UID), cpus: m.Spec.Hardware.CPUs, memoryMiB: m.Spec.Hardware.MemoryMiB,
-		on: m.Spec.PowerState != banlieuev1.PowerStatePoweredOff}
+		on: m.DesiredPower() != banlieuev1.PowerStatePoweredOff}
 	task := "task-" + id
 	c.b.tasks[task] = 1
-	return providersdk.CreateResult{Task: providersdk.Task{Ref: task, Operation: providersdk.OperationClone}}, nil
+	// Where the VM will be, recorded in status.memcloud before the clone ends.
+	return providersdk.CreateResult{Task: providersdk.Task{Ref: task, Operation: providersdk.OperationClone},
+		Details: MemcloudMachineStatus{VMID: id}}, nil
 }
 
-// Update brings the VM's shape and power state in line with the spec, at once.
-func (c *memSession) Update(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.UpdateResult, error) {
+// Update brings the VM Observe found (obs.State) in line with the spec, at once.
+func (c *memSession) Update(_ context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.UpdateResult, error) {
+	vm, _ := obs.State.(*memVM)
+	if vm == nil {
+		return providersdk.UpdateResult{}, nil
+	}
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
-	vm := c.find(m)
-	if vm == nil {
-		return providersdk.UpdateResult{}, nil // gone meanwhile: the next Observe says so
-	}
 	vm.cpus, vm.memoryMiB = m.Spec.Hardware.CPUs, m.Spec.Hardware.MemoryMiB
-	vm.on = m.Spec.PowerState != banlieuev1.PowerStatePoweredOff
+	vm.on = m.DesiredPower() != banlieuev1.PowerStatePoweredOff
 	return providersdk.UpdateResult{}, nil
 }
 
-// Delete removes the VM; it succeeds when the VM is already gone.
-func (c *memSession) Delete(_ context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	if vm := c.find(m); vm != nil {
+// Delete removes the VM Observe found; it succeeds when the VM is already gone.
+func (c *memSession) Delete(_ context.Context, _ *providersdk.Machine, obs providersdk.Observation) (providersdk.DeleteResult, error) {
+	if vm, _ := obs.State.(*memVM); vm != nil {
+		c.b.mu.Lock()
+		defer c.b.mu.Unlock()
 		delete(c.b.vms, vm.id)
 	}
 	return providersdk.DeleteResult{}, nil
@@ -219,16 +234,14 @@ func (c *memSession) Delete(_ context.Context, m *providersdk.Machine) (provider
 // Inventory reports memcloud's one rack as a failure domain offering every storage and
 // network class the Provider declares.
 func (c *memSession) Inventory(context.Context) (providersdk.Inventory, error) {
-	var attrs banlieuev1.FailureDomainAttributes
-	for _, s := range c.provider.Spec.Capabilities.StorageClasses {
-		attrs.AvailableStorageClasses = append(attrs.AvailableStorageClasses, s.Name)
-	}
-	for _, n := range c.provider.Spec.Capabilities.NetworkClasses {
-		attrs.AvailableNetworkClasses = append(attrs.AvailableNetworkClasses, n.Name)
-	}
-	return providersdk.Inventory{FailureDomains: []banlieuev1.FailureDomain{
-		{Name: "rack-1", Labels: map[string]string{"rack": "1"}, Attributes: attrs},
-	}}, nil
+	everywhere := func(map[string]string) bool { return true }
+	return providersdk.Inventory{FailureDomains: []banlieuev1.FailureDomain{{
+		Name: "rack-1", Labels: map[string]string{"rack": "1"},
+		Attributes: banlieuev1.FailureDomainAttributes{
+			AvailableStorageClasses: providersdk.AvailableClasses(c.storage, everywhere),
+			AvailableNetworkClasses: providersdk.AvailableClasses(c.network, everywhere),
+		},
+	}}}, nil
 }
 
 // ResolveImage finds a Template source on memcloud; memcloud imports nothing.
@@ -281,7 +294,8 @@ func ExampleSetup() {
 }
 
 // ExampleDriver drives the memcloud driver by hand, as the Reconciler would: connect,
-// observe, create, poll the task, observe again, delete.
+// observe, create with the observation, poll the task, observe again, update and
+// delete with the observation each time.
 func ExampleDriver() {
 	ctx := context.Background()
 	lab := &memcloud{token: "s3cret", templates: map[string]string{"ubuntu-22-04": "tpl-7"},
@@ -303,7 +317,7 @@ func ExampleDriver() {
 	}}
 	obs, _ := cl.Observe(ctx, m)
 	fmt.Println("before create, exists:", obs.Exists)
-	res, _ := cl.Create(ctx, m)
+	res, _ := cl.Create(ctx, m, obs)
 	fmt.Println("create started task:", res.Task.Ref, res.Task.Operation)
 	m.Task = res.Task // the Reconciler records it in status.task and hands it back
 	obs, _ = cl.Observe(ctx, m)
@@ -311,7 +325,7 @@ func ExampleDriver() {
 	obs, _ = cl.Observe(ctx, m)
 	m.Task = obs.Task
 	fmt.Println("poll, done:", obs.Exists, obs.UpToDate, obs.ProviderID, obs.PowerState)
-	res, _ = cl.Create(ctx, m)
+	res, _ = cl.Create(ctx, m, obs)
 	fmt.Println("create again starts nothing:", !res.Task.InFlight())
 
 	m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
@@ -321,12 +335,12 @@ func ExampleDriver() {
 	obs, _ = cl.Observe(ctx, m)
 	fmt.Println("after update:", obs.UpToDate, obs.PowerState)
 
-	_, _ = cl.Delete(ctx, m)
-	_, err = cl.Delete(ctx, m)
+	_, _ = cl.Delete(ctx, m, obs)
+	_, err = cl.Delete(ctx, m, obs)
 	obs, _ = cl.Observe(ctx, m)
 	fmt.Println("deleted twice:", err == nil, "exists:", obs.Exists)
 
-	img, _ := cl.ResolveImage(ctx, &providersdk.Image{Name: "debian-12", Source: banlieuev1.ImageSource{Kind: banlieuev1.ImageSourceTemplate, Ref: "debian-12"}})
+	img, _ := cl.(providersdk.ImageResolver).ResolveImage(ctx, &providersdk.Image{Name: "debian-12", Source: banlieuev1.ImageSource{Kind: banlieuev1.ImageSourceTemplate, Ref: "debian-12"}})
 	fmt.Println("image row:", img.Ready, img.Reason)
 	// Output:
 	// wrong token, unauthorized: true

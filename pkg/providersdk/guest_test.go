@@ -43,14 +43,8 @@ func (g *guests) counts() (observes, reports int) {
 // reportingClient is a session that is a GuestAddressReporter.
 type reportingClient struct {
 	providersdk.ClientFns
-	report func(context.Context) (map[string]bool, error)
+	providersdk.GuestAddressReporterFunc
 }
-
-func (c reportingClient) GuestsWithAddresses(ctx context.Context) (map[string]bool, error) {
-	return c.report(ctx)
-}
-
-var _ providersdk.GuestAddressReporter = reportingClient{}
 
 // driver returns the backend's Driver; its sessions report guests' addresses when
 // reporting is true.
@@ -60,7 +54,7 @@ func (g *guests) driver(reporting bool) providersdk.Driver {
 		if !reporting {
 			return fns, nil
 		}
-		return reportingClient{ClientFns: fns, report: g.report}, nil
+		return reportingClient{fns, g.report}, nil
 	})
 }
 
@@ -152,7 +146,7 @@ func TestTheProviderRefreshWakesTheMachinesWhoseGuestsNowReportAnAddress(t *test
 	}
 	wakeups := make(chan event.GenericEvent, 10)
 	pr := providersdk.NewProviderReconciler(k8s, guestsClass, testMachineGVK, providersdk.NewSessions(g.driver(true), k8s), time.Minute,
-		providersdk.WithMachineWakeups(wakeups))
+		providersdk.WithMachineWakeups(wakeups), providersdk.WithMachineReader(machineCache))
 
 	// Nothing reports an address yet that a machine lacks: one look, nobody woken.
 	e.reconcileProvider(pr)

@@ -47,6 +47,9 @@ func NewImageReconciler(c client.Client, class string, sessions *Sessions, resyn
 // SetupWithManager registers the ImageReconciler with mgr. It watches VMImages and the
 // Providers of its class: a Provider that turns Ready has every image looked at.
 func (r *ImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := indexOnce(mgr, "VMImage/"+ImageClassField, IndexImages); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&banlieuev1.VMImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.imagesOfClass), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -58,18 +61,17 @@ func (r *ImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// imagesOfClass lists the VMImages with a source for the reconciler's class.
+// imagesOfClass lists the VMImages with a source for the reconciler's class, from the
+// cache through the index IndexImages adds.
 func (r *ImageReconciler) imagesOfClass(ctx context.Context, _ client.Object) []reconcile.Request {
 	list := &banlieuev1.VMImageList{}
-	if err := r.client.List(ctx, list); err != nil {
+	if err := r.client.List(ctx, list, client.MatchingFields{ImageClassField: r.class}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list VMImages")
 		return nil
 	}
-	var reqs []reconcile.Request
+	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
-		if list.Items[i].SourceFor(r.class) != nil {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
-		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
 	}
 	return reqs
 }
@@ -137,7 +139,7 @@ func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, 
 	err := withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) error {
 		cl, err := r.sessions.Session(ctx, p)
 		if err == nil {
-			res, err = cl.ResolveImage(ctx, &Image{Name: img.Name, UID: img.UID, Source: *src})
+			res, err = resolveImage(ctx, cl, &Image{Name: img.Name, UID: img.UID, Source: *src})
 		}
 		return err
 	})

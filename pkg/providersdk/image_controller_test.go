@@ -61,7 +61,10 @@ func (e *env) reconcileImage(r *providersdk.ImageReconciler, img *banlieuev1.VMI
 func resolver(answers map[string]func() (providersdk.ImageResult, error)) providersdk.Driver {
 	return providersdk.DriverFunc(func(_ context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
 		answer := answers[info.Provider.Spec.Connection.Endpoint]
-		return providersdk.ClientFns{ResolveImageFn: func(context.Context, *providersdk.Image) (providersdk.ImageResult, error) { return answer() }}, nil
+		return struct {
+			providersdk.NopClient
+			providersdk.ImageResolverFunc
+		}{ImageResolverFunc: func(context.Context, *providersdk.Image) (providersdk.ImageResult, error) { return answer() }}, nil
 	})
 }
 

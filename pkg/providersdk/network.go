@@ -89,26 +89,3 @@ type explained struct {
 
 func (e *explained) Error() string { return e.msg }
 func (e *explained) Unwrap() error { return e.cause }
-
-// SecretRef names the Provider's credentials Secret as "<namespace>/<name>", for
-// messages; "<namespace>/<none>" when it has none.
-func (i ProviderInfo) SecretRef() string {
-	p := i.Provider
-	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
-		return p.Namespace + "/" + ref.Name
-	}
-	return p.Namespace + "/<none>"
-}
-
-// RootCAs returns the pool of the Provider's CA bundle, or nil (the system roots) when
-// it has none. A bundle without a certificate is a PermanentError.
-func (i ProviderInfo) RootCAs() (*x509.CertPool, error) {
-	if len(i.CABundle) == 0 {
-		return nil, nil
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(i.CABundle) {
-		return nil, Permanent("", "spec.connection.caBundle holds no PEM certificate")
-	}
-	return pool, nil
-}

@@ -7,9 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
-	"github.com/banlieue/banlieue/pkg/contract"
 )
 
 // ProviderFinalizer keeps a Provider until no infrastructure machine runs on it, so its
@@ -78,6 +75,13 @@ func WithProviderChecks(ch <-chan event.GenericEvent) ProviderOption {
 	return func(r *ProviderReconciler) { r.checks = ch }
 }
 
+// WithMachineReader sets the reader machines are listed from: a cache that carries the
+// index IndexMachines adds. SetupWithManager sets the manager's cache; this option is
+// for a ProviderReconciler run without one.
+func WithMachineReader(reader client.Reader) ProviderOption {
+	return func(r *ProviderReconciler) { r.machines = reader }
+}
+
 // NewProviderReconciler returns a ProviderReconciler for Providers of class whose
 // machines are of kind gvk, connecting through sessions. The inventory is refreshed
 // every interval while the backend is healthy, and retried with backoff when it is not.
@@ -99,6 +103,9 @@ func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersio
 // wake are read from mgr's cache.
 func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.machines = mgr.GetCache()
+	if err := indexMachinesOnce(mgr, r.gvk); err != nil {
+		return err
+	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -126,22 +133,11 @@ func (r *ProviderReconciler) claims(o client.Object) bool {
 	return ok && p.Spec.ProviderClassRef.Name == r.class
 }
 
-// providerRefOf returns the Provider a machine names in spec.providerRef.
-func providerRefOf(o client.Object) (types.NamespacedName, bool) {
-	u, ok := o.(*unstructured.Unstructured)
-	if !ok {
-		return types.NamespacedName{}, false
-	}
-	ns, _, _ := unstructured.NestedString(u.Object, "spec", "providerRef", "namespace")
-	name, _, _ := unstructured.NestedString(u.Object, "spec", "providerRef", "name")
-	return types.NamespacedName{Namespace: ns, Name: name}, ns != "" && name != ""
-}
-
 // deletingProviderOf maps a machine to its Provider when that Provider is being deleted.
 // A Provider that is not has nothing to do when a machine goes: waking it would read
 // its inventory again for every VM of a mass deletion.
 func (r *ProviderReconciler) deletingProviderOf(ctx context.Context, o client.Object) []reconcile.Request {
-	ref, ok := providerRefOf(o)
+	ref, ok := providerOf(o)
 	if !ok {
 		return nil
 	}
@@ -150,23 +146,6 @@ func (r *ProviderReconciler) deletingProviderOf(ctx context.Context, o client.Ob
 		return nil // a Provider that is gone has no finalizer left to release
 	}
 	return []reconcile.Request{{NamespacedName: ref}}
-}
-
-// machinesOn lists the machines of kind gvk whose providerRef names the Provider p.
-func machinesOn(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, p client.Object, opts ...client.ListOption) ([]unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := c.List(ctx, list, opts...); err != nil {
-		return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
-	}
-	want := client.ObjectKeyFromObject(p)
-	var on []unstructured.Unstructured
-	for i := range list.Items {
-		if ref, ok := providerRefOf(&list.Items[i]); ok && ref == want {
-			on = append(on, list.Items[i])
-		}
-	}
-	return on, nil
 }
 
 // Reconcile checks one Provider's backend and writes its status.
@@ -227,7 +206,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 			return err
 		}
 		connected = true
-		inv, err = cl.Inventory(ctx)
+		inv, err = inventoryOf(ctx, cl)
 		return err
 	})
 	if err == nil {
@@ -284,104 +263,13 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 	}
 }
 
-// wakeGuests wakes the Provider's machines that wait for their guest's address and whose
-// VMs now report one. It asks the session, in one GuestsWithAddresses call for the whole
-// Provider, only when some machine waits: a Provider whose running machines all have
-// their addresses costs the backend nothing here. The machines are read from the cache.
-func (r *ProviderReconciler) wakeGuests(ctx context.Context, cl Client, p *banlieuev1.Provider) error {
-	reporter, ok := cl.(GuestAddressReporter)
-	if !ok || r.wakeups == nil {
-		return nil
-	}
-	// Read-only: the machines are not changed, and an event only carries their names.
-	machines, err := machinesOn(ctx, r.machines, r.gvk, p, client.UnsafeDisableDeepCopy)
-	if err != nil {
-		return err
-	}
-	waiting := map[string]*unstructured.Unstructured{}
-	for i := range machines {
-		if id := waitingForAddress(&machines[i]); id != "" {
-			waiting[id] = &machines[i]
-		}
-	}
-	if len(waiting) == 0 {
-		return nil
-	}
-	var reporting map[string]bool
-	if err := withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) (err error) {
-		reporting, err = reporter.GuestsWithAddresses(ctx)
-		return err
-	}); err != nil {
-		return err
-	}
-	woken := 0
-	for id, m := range waiting {
-		if !reporting[id] {
-			continue
-		}
-		select {
-		case r.wakeups <- event.GenericEvent{Object: m}:
-			woken++
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	ctrl.LoggerFrom(ctx).V(2).Info("Woke machines whose guests report an address", "waiting", len(waiting), "woken", woken)
-	return nil
-}
-
-// waitingForAddress returns the providerID of a machine that waits for its guest's
-// address: not being deleted, Ready, powered on and with a providerID, but without an
-// address; "" for any other machine.
-func waitingForAddress(u *unstructured.Unstructured) string {
-	id := contract.ProviderID(u)
-	if id == "" || u.GetDeletionTimestamp() != nil {
-		return ""
-	}
-	status, err := contract.Status(u)
-	if err != nil || len(status.Addresses) > 0 || status.PowerState != banlieuev1.PowerStatePoweredOn ||
-		!meta.IsStatusConditionTrue(status.Conditions, banlieuev1.ReadyCondition) {
-		return ""
-	}
-	return id
-}
-
-// failureDomainSummary is status.failureDomainSummary for domains: up to three names
-// in at most 64 characters (the first always, cut with "…" when longer), then
-// "(+N more)" for the rest.
-func failureDomainSummary(domains []banlieuev1.FailureDomain) string {
-	const maxNames, maxLen = 3, 64
-	names := make([]string, 0, maxNames)
-	width := 0 // characters of the names and the separators between them
-	for _, d := range domains {
-		name := d.Name
-		if len(names) == 0 && utf8.RuneCountInString(name) > maxLen {
-			name = string([]rune(name)[:maxLen-1]) + "…"
-		}
-		w := utf8.RuneCountInString(name)
-		if len(names) > 0 {
-			w += len(", ")
-		}
-		if len(names) == maxNames || len(names) > 0 && width+w > maxLen {
-			break
-		}
-		names = append(names, name)
-		width += w
-	}
-	summary := strings.Join(names, ", ")
-	if more := len(domains) - len(names); more > 0 {
-		summary += fmt.Sprintf(" (+%d more)", more)
-	}
-	return summary
-}
-
 // reconcileDelete holds the Provider until none of its machines is left, then drops
 // its session and its finalizer.
 func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.Provider) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(p, ProviderFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	machines, err := machinesOn(ctx, r.client, r.gvk, p)
+	machines, err := machinesOn(ctx, r.machines, r.gvk, p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -409,17 +297,4 @@ func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.
 		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("failed to remove finalizer: %w", err))
 	}
 	return ctrl.Result{}, nil
-}
-
-// patchStatus writes status when it differs from the Provider's.
-func (r *ProviderReconciler) patchStatus(ctx context.Context, p *banlieuev1.Provider, status *banlieuev1.ProviderStatus) error {
-	if equality.Semantic.DeepEqual(&p.Status, status) {
-		return nil
-	}
-	before := p.DeepCopy()
-	p.Status = *status
-	if err := r.client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("failed to patch Provider status: %w", err))
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,7 @@ func (e *env) getProvider() *banlieuev1.Provider {
 
 func (e *env) reconcileProvider(r *providersdk.ProviderReconciler) ctrl.Result {
 	e.t.Helper()
+	e.awaitCache()
 	res, err := r.Reconcile(e.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e.provider)})
 	if err != nil {
 		e.t.Fatalf("reconcile Provider: %v", err)
@@ -61,12 +63,52 @@ func backendWith(connectErr error, inv func(context.Context) (providersdk.Invent
 		if connectErr != nil {
 			return nil, connectErr
 		}
-		return providersdk.ClientFns{InventoryFn: inv}, nil
+		if inv == nil {
+			return providersdk.NopClient{}, nil
+		}
+		return struct {
+			providersdk.NopClient
+			providersdk.InventoryFunc
+		}{InventoryFunc: inv}, nil
 	})
 }
 
 func newProviderReconciler(d providersdk.Driver) *providersdk.ProviderReconciler {
-	return providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK, providersdk.NewSessions(d, k8s), time.Minute)
+	return providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK, providersdk.NewSessions(d, k8s), time.Minute,
+		providersdk.WithMachineReader(machineCache))
+}
+
+// awaitCache waits until machineCache holds the namespace's TestMachines as the API
+// server has them, so a ProviderReconciler reading it sees what the test wrote.
+func (e *env) awaitCache() {
+	e.t.Helper()
+	versions := func(r client.Reader) (map[string]string, error) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(testv1.GroupVersion.WithKind("TestMachineList"))
+		if err := r.List(e.ctx, list, client.InNamespace(e.ns)); err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		for _, u := range list.Items {
+			out[u.GetName()] = u.GetResourceVersion()
+		}
+		return out, nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		live, err := versions(k8s)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		cached, err := versions(machineCache)
+		if err == nil && cmp.Equal(live, cached) {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the machine cache did not catch up: live %v, cached %v (%v)", live, cached, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // missingSecret is what a Provider says of its credentials Secret "creds" that does not
@@ -303,7 +345,10 @@ func (b *breakable) checksSince(start time.Time) []time.Time {
 
 func (b *breakable) driver() providersdk.Driver {
 	return providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
-		return providersdk.ClientFns{ObserveFn: b.observe, DeleteFn: b.delete, InventoryFn: b.inventory}, nil
+		return struct {
+			providersdk.ClientFns
+			providersdk.InventoryFunc
+		}{providersdk.ClientFns{ObserveFn: b.observe, DeleteFn: b.delete}, b.inventory}, nil
 	})
 }
 
@@ -313,7 +358,7 @@ func (b *breakable) observe(_ context.Context, m *providersdk.Machine) (provider
 	return providersdk.Observation{Exists: !b.gone[m.Name], UpToDate: true, ProviderID: "test://" + m.Name, PowerState: banlieuev1.PowerStatePoweredOn}, b.fault
 }
 
-func (b *breakable) delete(_ context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
+func (b *breakable) delete(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.DeleteResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.gone == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -87,6 +88,16 @@ func (e *env) machine(name string, mods ...func(*testv1.TestMachine)) *testv1.Te
 	}
 	e.create(m)
 	return m
+}
+
+// update re-reads the machine, changes it with mod and writes it.
+func (e *env) update(m *testv1.TestMachine, mod func(*testv1.TestMachine)) {
+	e.t.Helper()
+	got := e.get(m)
+	mod(got)
+	if err := k8s.Update(e.ctx, got); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // get re-reads the machine; it returns nil once the machine is gone.
@@ -203,8 +214,8 @@ func TestAReconcileAfterACrashAdoptsTheVM(t *testing.T) {
 		}
 		return providersdk.ClientFns{
 			ObserveFn: real.Observe,
-			CreateFn: func(ctx context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
-				if _, err := real.Create(ctx, m); err != nil {
+			CreateFn: func(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
+				if _, err := real.Create(ctx, m, obs); err != nil {
 					return providersdk.CreateResult{}, err
 				}
 				return providersdk.CreateResult{}, errors.New("process killed")
@@ -239,7 +250,7 @@ func TestAReconcileAfterACrashAdoptsTheVM(t *testing.T) {
 func TestAPermanentErrorSetsReadyFalseAndDoesNotRequeue(t *testing.T) {
 	e := newEnv(t)
 	refusing := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
-		return providersdk.ClientFns{CreateFn: func(context.Context, *providersdk.Machine) (providersdk.CreateResult, error) {
+		return providersdk.ClientFns{CreateFn: func(context.Context, *providersdk.Machine, providersdk.Observation) (providersdk.CreateResult, error) {
 			return providersdk.CreateResult{}, fmt.Errorf("failed to clone: %w", providersdk.Permanent("TemplateNotFound", "template %q does not exist", "ubuntu-tpl"))
 		}}, nil
 	})
@@ -258,6 +269,46 @@ func TestAPermanentErrorSetsReadyFalseAndDoesNotRequeue(t *testing.T) {
 	}
 	if got.Spec.ProviderID != "" {
 		t.Errorf("providerID = %q, want none", got.Spec.ProviderID)
+	}
+	if got.Status.FailureReason != "TemplateNotFound" || got.Status.FailureMessage != `template "ubuntu-tpl" does not exist` {
+		t.Errorf("failure = %q: %q, want TemplateNotFound and the driver's message", got.Status.FailureReason, got.Status.FailureMessage)
+	}
+}
+
+func TestTheFailureIsClearedOnceTheMachineIsFixed(t *testing.T) {
+	e := newEnv(t)
+	backend := provider.NewDriver()
+	// The template is missing until the machine names another one.
+	fussy := providersdk.DriverFunc(func(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
+		real, err := backend.Connect(ctx, info)
+		if err != nil {
+			return nil, err
+		}
+		return providersdk.ClientFns{
+			ObserveFn: real.Observe,
+			UpdateFn:  real.Update,
+			CreateFn: func(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
+				if m.Spec.Image.Ref == "missing" {
+					return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "no template %q", m.Spec.Image.Ref)
+				}
+				return real.Create(ctx, m, obs)
+			},
+		}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, fussy, providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web", func(m *testv1.TestMachine) { m.Spec.Image.Ref = "missing" })
+	e.mustReconcile(r, m)
+	if got := e.get(m); got.Status.FailureReason != infrav1.MachineTemplateNotFoundReason {
+		t.Fatalf("failureReason = %q, want %s", got.Status.FailureReason, infrav1.MachineTemplateNotFoundReason)
+	}
+	e.update(m, func(m *testv1.TestMachine) { m.Spec.Image.Ref = "ubuntu-tpl" })
+	e.mustReconcile(r, m)
+	got := e.get(m)
+	if got.Status.FailureReason != "" || got.Status.FailureMessage != "" {
+		t.Errorf("failure = %q: %q after the fix, want none", got.Status.FailureReason, got.Status.FailureMessage)
+	}
+	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
 }
 
@@ -333,19 +384,31 @@ func TestDeleteRemovesTheVMAndThenTheFinalizer(t *testing.T) {
 	}
 }
 
-func TestAPausedMachineOrProviderIsLeftAlone(t *testing.T) {
+func TestAPausedMachineOrProviderIsLeftAloneAndSaysSo(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		machine func(*testv1.TestMachine)
 		prov    func(*banlieuev1.Provider)
+		unpause func(e *env, m *testv1.TestMachine)
+		why     func(ns string) string
 	}{
 		{"machine carries the Cluster API paused annotation", func(m *testv1.TestMachine) {
 			m.Annotations = map[string]string{providersdk.PausedAnnotation: ""}
-		}, func(*banlieuev1.Provider) {}},
+		}, func(*banlieuev1.Provider) {}, func(e *env, m *testv1.TestMachine) {
+			e.update(m, func(m *testv1.TestMachine) { delete(m.Annotations, providersdk.PausedAnnotation) })
+		}, func(string) string { return "the machine carries the annotation cluster.x-k8s.io/paused" }},
 		{"machine belongs to a paused VirtualMachine", func(m *testv1.TestMachine) {
 			m.Annotations = map[string]string{infrav1.PausedAnnotation: "the VirtualMachine's spec.paused is true"}
-		}, func(*banlieuev1.Provider) {}},
-		{"Provider is paused", func(*testv1.TestMachine) {}, func(p *banlieuev1.Provider) { p.Spec.Paused = true }},
+		}, func(*banlieuev1.Provider) {}, func(e *env, m *testv1.TestMachine) {
+			e.update(m, func(m *testv1.TestMachine) { delete(m.Annotations, infrav1.PausedAnnotation) })
+		}, func(string) string { return "its VirtualMachine is paused (spec.paused)" }},
+		{"Provider is paused", func(*testv1.TestMachine) {}, func(p *banlieuev1.Provider) { p.Spec.Paused = true }, func(e *env, _ *testv1.TestMachine) {
+			p := e.getProvider()
+			p.Spec.Paused = false
+			if err := k8s.Update(e.ctx, p); err != nil {
+				e.t.Fatal(err)
+			}
+		}, func(ns string) string { return "Provider " + ns + "/p1 is paused (spec.paused)" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.prov)
@@ -356,11 +419,39 @@ func TestAPausedMachineOrProviderIsLeftAlone(t *testing.T) {
 				t.Errorf("a paused machine was requeued after %v", res.RequeueAfter)
 			}
 			got := e.get(m)
-			if d.Creates() != 0 || got.Spec.ProviderID != "" || len(got.Status.Conditions) != 0 {
-				t.Errorf("a paused machine was acted on: creates %d, providerID %q, conditions %v", d.Creates(), got.Spec.ProviderID, got.Status.Conditions)
+			if d.Creates() != 0 || got.Spec.ProviderID != "" {
+				t.Errorf("a paused machine was acted on: creates %d, providerID %q", d.Creates(), got.Spec.ProviderID)
+			}
+			want := []condition{{infrav1.MachinePausedCondition, "True", infrav1.MachinePausedReason, tc.why(e.ns)}}
+			if diff := cmp.Diff(want, conditionsOfMachine(got)); diff != "" {
+				t.Errorf("a paused machine's conditions (-want +got):\n%s", diff)
+			}
+
+			tc.unpause(e, got)
+			e.mustReconcile(r, m)
+			got = e.get(m)
+			want = []condition{
+				{infrav1.MachinePausedCondition, "False", infrav1.MachineNotPausedReason, ""},
+				{banlieuev1.ReadyCondition, "True", infrav1.MachineProvisionedReason, ""},
+			}
+			if diff := cmp.Diff(want, conditionsOfMachine(got)); diff != "" {
+				t.Errorf("the unpaused machine's conditions (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// condition is a machine's condition, reduced to what the tests compare.
+type condition struct{ Type, Status, Reason, Message string }
+
+// conditionsOfMachine lists the machine's conditions, sorted by type.
+func conditionsOfMachine(m *testv1.TestMachine) []condition {
+	out := make([]condition, 0, len(m.Status.Conditions))
+	for _, c := range m.Status.Conditions {
+		out = append(out, condition{c.Type, string(c.Status), c.Reason, c.Message})
+	}
+	slices.SortFunc(out, func(a, b condition) int { return strings.Compare(a.Type, b.Type) })
+	return out
 }
 
 func TestARotatedSecretIsPickedUpByTheProviderCheckNotByEveryMachineReconcile(t *testing.T) {
@@ -392,7 +483,7 @@ func TestARotatedSecretIsPickedUpByTheProviderCheckNotByEveryMachineReconcile(t 
 	}
 	// The Provider controller's periodic check reads the Secret and reconnects; machines
 	// then use the new session.
-	e.reconcileProvider(providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK, sessions, time.Minute))
+	e.reconcileProvider(providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK, sessions, time.Minute, providersdk.WithMachineReader(machineCache)))
 	e.mustReconcile(r, m)
 	if diff := cmp.Diff([]string{"one", "two"}, seen); diff != "" {
 		t.Errorf("credentials connected with (-want +got):\n%s", diff)
@@ -525,7 +616,7 @@ func TestAWaitWithoutATaskReferenceKeepsTheRecordedTask(t *testing.T) {
 	e := newEnv(t)
 	calls := 0
 	d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
-		return providersdk.ClientFns{CreateFn: func(context.Context, *providersdk.Machine) (providersdk.CreateResult, error) {
+		return providersdk.ClientFns{CreateFn: func(context.Context, *providersdk.Machine, providersdk.Observation) (providersdk.CreateResult, error) {
 			calls++
 			if calls == 1 {
 				return providersdk.CreateResult{Task: providersdk.Task{Ref: "UPID:pve1:1", Operation: providersdk.OperationClone}}, nil
@@ -556,7 +647,7 @@ func TestAFailedTaskIsRetriedOnlyAfterItsBackoffUnlessTheSpecChanges(t *testing.
 				}
 				return providersdk.Observation{}, nil
 			},
-			CreateFn: func(context.Context, *providersdk.Machine) (providersdk.CreateResult, error) {
+			CreateFn: func(context.Context, *providersdk.Machine, providersdk.Observation) (providersdk.CreateResult, error) {
 				creates++
 				return providersdk.CreateResult{Task: failed}, nil
 			},
@@ -655,7 +746,7 @@ func (b *stepper) driver() providersdk.Driver {
 				}
 				return o, nil
 			},
-			CreateFn: func(context.Context, *providersdk.Machine) (providersdk.CreateResult, error) {
+			CreateFn: func(context.Context, *providersdk.Machine, providersdk.Observation) (providersdk.CreateResult, error) {
 				b.creates++
 				b.created = true
 				return providersdk.CreateResult{}, nil

@@ -1,11 +1,15 @@
 package providersdk_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
 
 	"github.com/banlieue/banlieue/test/testenv"
 )
@@ -15,6 +19,11 @@ var k8s client.Client
 
 // suite is the suite's control plane, for the tests that run a manager; nil when skipped.
 var suite *testenv.Env
+
+// machineCache is a started cache of TestMachines with the SDK's MachineProviderField
+// index, the reader a ProviderReconciler lists a Provider's machines from; nil when
+// skipped. env.awaitCache waits until it has caught up with a test's writes.
+var machineCache cache.Cache
 
 // TestMain starts one real kube-apiserver and etcd (envtest) with banlieue's CRDs and
 // the test provider's. The tests drive the SDK's Reconciler by calling Reconcile, so
@@ -35,5 +44,16 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 	k8s, suite = env.Client, env
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if machineCache, err = cache.New(env.Config, cache.Options{Scheme: env.Scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := providersdk.IndexMachines(ctx, machineCache, testMachineGVK); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = machineCache.Start(ctx) }()
 	return m.Run()
 }

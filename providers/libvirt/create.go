@@ -23,7 +23,7 @@ const gib = 1 << 30
 // defines the domain and starts it unless the machine asks for PoweredOff. Every step
 // finds what an earlier, interrupted Create made and keeps it, so a provider that
 // crashed mid-create never makes a second domain or volume.
-func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
+func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
 	ds, err := s.findDomain(ctx, m)
 	if err != nil || ds != nil {
 		return providersdk.CreateResult{}, err // an existing domain is Update's to start

@@ -34,8 +34,8 @@ func TestQEMUFirmware(t *testing.T) {
 				m.Spec.Hardware.Firmware = tt.firmware
 				m.Spec.Interfaces = nil
 			})
-			t.Cleanup(func() { _, _ = s.Delete(context.WithoutCancel(ctx), m) })
-			if _, err := s.Create(ctx, m); err != nil {
+			t.Cleanup(func() { _, _ = s.Delete(context.WithoutCancel(ctx), m, providersdk.Observation{}) })
+			if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 				if tt.firmware == banlieuev1.FirmwareEFISecure && strings.Contains(err.Error(), "System Management Mode not supported") {
 					// Secure Boot firmware needs SMM, which some nested KVMs lack (TCG has it).
 					t.Skipf("this host's KVM has no SMM: %v", err)
@@ -63,7 +63,7 @@ func TestQEMUFirmware(t *testing.T) {
 			if (nvram != "") != tt.wantNVRAM {
 				t.Errorf("NVRAM file %q, want one: %v", nvram, tt.wantNVRAM)
 			}
-			if _, err := s.Delete(ctx, m); err != nil {
+			if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
 				t.Fatal(err)
 			}
 			if nvram != "" {

@@ -37,12 +37,12 @@ func TestCrashMidCreate(t *testing.T) {
 				}
 				return nil
 			}
-			if _, err := crashing.Create(ctx, m); !errors.Is(err, errCrash) {
+			if _, err := crashing.Create(ctx, m, providersdk.Observation{}); !errors.Is(err, errCrash) {
 				t.Fatalf("first create: %v, want the crash", err)
 			}
 			// A new process: a new driver and connection.
 			s := connect(t, d.QEMUURI(), nil)
-			if _, err := s.Create(ctx, m); err != nil {
+			if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 				t.Fatalf("create after the crash: %v", err)
 			}
 			if _, err := s.Update(ctx, m, mustObserve(t, s, m)); err != nil {
@@ -60,7 +60,7 @@ func TestCrashMidCreate(t *testing.T) {
 					t.Errorf("volumes (-want +got):\n%s", diff)
 				}
 			})
-			if _, err := s.Delete(ctx, m); err != nil {
+			if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -73,10 +73,10 @@ func TestDeleteAfterCrashBeforeDefine(t *testing.T) {
 	m := machine("orphan")
 	s := connect(t, d.QEMUURI(), nil)
 	s.driver.createHook = func(stage string) error { return errCrash }
-	if _, err := s.Create(ctx, m); !errors.Is(err, errCrash) {
+	if _, err := s.Create(ctx, m, providersdk.Observation{}); !errors.Is(err, errCrash) {
 		t.Fatalf("create: %v", err)
 	}
-	if _, err := s.Delete(ctx, m); err != nil {
+	if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
 		t.Fatal(err)
 	}
 	inspect(t, d, func(l *libvirt.Libvirt) {
@@ -112,7 +112,7 @@ func TestIdentityMismatch(t *testing.T) {
 	})
 	for name, call := range map[string]func() error{
 		"observe": func() error { _, err := s.Observe(ctx, m); return err },
-		"delete":  func() error { _, err := s.Delete(ctx, m); return err },
+		"delete":  func() error { _, err := s.Delete(ctx, m, providersdk.Observation{}); return err },
 	} {
 		var perm *providersdk.PermanentError
 		if err := call(); !errors.As(err, &perm) || perm.Reason != infrav1.MachineIdentityMismatchReason {
@@ -144,7 +144,7 @@ func TestOutage(t *testing.T) {
 	ctx := t.Context()
 	s := connect(t, d.QEMUURI(), nil)
 	m := machine("outage", func(m *providersdk.Machine) { m.Spec.Interfaces = nil })
-	if _, err := s.Create(ctx, m); err != nil {
+	if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 		t.Fatal(err)
 	}
 	d.Kill()
@@ -166,7 +166,7 @@ func TestOutage(t *testing.T) {
 	if !o.Exists || o.PowerState != banlieuev1.PowerStatePoweredOn {
 		t.Errorf("after restart: exists %v, power %s; want the domain still running", o.Exists, o.PowerState)
 	}
-	if _, err := s.Delete(ctx, m); err != nil {
+	if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -215,7 +215,7 @@ func (s *session) shutdownTimedOut(t providersdk.Task) bool {
 // NVRAM), then deletes the volumes made for the machine: those its metadata lists and
 // any whose name starts with the machine's UID (made by a create that crashed before it
 // defined the domain). It succeeds when everything is already gone.
-func (s *session) Delete(ctx context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
+func (s *session) Delete(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.DeleteResult, error) {
 	ds, err := s.findDomain(ctx, m)
 	if err != nil {
 		return providersdk.DeleteResult{}, err

@@ -29,7 +29,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 	if o := mustObserve(t, s, m); o.Exists {
 		t.Fatalf("before create: %+v", o)
 	}
-	if _, err := s.Create(ctx, m); err != nil {
+	if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	o := mustObserve(t, s, m)
@@ -123,7 +123,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("a second create adopts the domain", func(t *testing.T) {
-		if _, err := s.Create(ctx, m); err != nil {
+		if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 			t.Fatal(err)
 		}
 		inspect(t, d, func(l *libvirt.Libvirt) {
@@ -196,7 +196,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 
 	t.Run("delete leaves no domain and no volume of the machine", func(t *testing.T) {
 		for range 2 { // the second delete finds nothing and succeeds
-			if _, err := s.Delete(ctx, m); err != nil {
+			if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -223,10 +223,10 @@ func TestADomainTheHypervisorStoppedIsReportedNotResumed(t *testing.T) {
 	ctx := t.Context()
 	s := connect(t, d.QEMUURI(), nil)
 	m := machine("crashy")
-	if _, err := s.Create(ctx, m); err != nil {
+	if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	t.Cleanup(func() { _, _ = s.Delete(context.Background(), m) })
+	t.Cleanup(func() { _, _ = s.Delete(context.Background(), m, providersdk.Observation{}) })
 	// QEMU stops the guest behind libvirt's back, as it does on a guest crash or a KVM
 	// failure: libvirt sees a pause it did not ask for.
 	inspect(t, d, func(l *libvirt.Libvirt) {

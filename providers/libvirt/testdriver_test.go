@@ -45,7 +45,7 @@ func TestTestDriverLifecycle(t *testing.T) {
 			m.Spec.PowerState = tt.want
 			o := mustObserve(t, s, m)
 			if !o.Exists {
-				if _, err := s.Create(ctx, m); err != nil {
+				if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -72,7 +72,7 @@ func TestTestDriverLifecycle(t *testing.T) {
 			}
 		})
 	}
-	if _, err := s.Delete(ctx, m); err != nil {
+	if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
 		t.Fatal(err)
 	}
 	if o := mustObserve(t, s, m); o.Exists {

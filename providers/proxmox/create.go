@@ -24,7 +24,7 @@ type templateRef struct {
 // machine's (one a crashed provider started) rather than clone twice. It reads the
 // cluster's listing that the Observe of the same reconcile read, when it is fresh
 // (takeListing), else lists the cluster.
-func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
+func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
 	all, ok := s.takeListing(m.UID)
 	if !ok || s.othersCloning(all) {
 		// Another process's clone, seen locked in the kept listing, may have ended since

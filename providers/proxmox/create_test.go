@@ -19,7 +19,7 @@ func TestFailedCloneIsTaskFailedThenRetried(t *testing.T) {
 	m := newMachine("7c1d2e3f-0000-4000-8000-000000000001")
 	sim.FailNextTask("qmclone", "storage 'local-lvm' is full")
 
-	res, err := s.Create(context.Background(), m)
+	res, err := s.Create(context.Background(), m, providersdk.Observation{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestCrashMidCloneAdoptsTheClone(t *testing.T) {
 	})
 	m := newMachine("8d2e3f40-0000-4000-8000-000000000002")
 	first := connect(t, sim, newDriver(sim))
-	if _, err := first.Create(context.Background(), m); err != nil {
+	if _, err := first.Create(context.Background(), m, providersdk.Observation{}); err != nil {
 		t.Fatal(err)
 	}
 	// The provider dies before it records the task: a new session sees only the machine.
@@ -50,7 +50,7 @@ func TestCrashMidCloneAdoptsTheClone(t *testing.T) {
 	if err != nil || o.Exists {
 		t.Fatalf("Observe mid-clone without the task = %+v, %v; want no VM yet", o, err)
 	}
-	res, err := second.Create(context.Background(), m)
+	res, err := second.Create(context.Background(), m, providersdk.Observation{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestCloneOfACrashedProviderEndingBeforeCreateIsNotClonedAgain(t *testing.T)
 	})
 	m := newMachine("9e3f4a51-0000-4000-8000-000000000015")
 	first := connect(t, sim, newDriver(sim))
-	if _, err := first.Create(context.Background(), m); err != nil {
+	if _, err := first.Create(context.Background(), m, providersdk.Observation{}); err != nil {
 		t.Fatal(err)
 	}
 	second := connect(t, sim, newDriver(sim))
@@ -81,7 +81,7 @@ func TestCloneOfACrashedProviderEndingBeforeCreateIsNotClonedAgain(t *testing.T)
 		t.Fatalf("Observe mid-clone without the task = %+v, %v; want no VM yet", o, err)
 	}
 	time.Sleep(time.Second) // the first clone ends; the kept listing is still fresh
-	if _, err := second.Create(context.Background(), m); err != nil {
+	if _, err := second.Create(context.Background(), m, providersdk.Observation{}); err != nil {
 		t.Fatal(err)
 	}
 	if clones := clonesIn(sim); clones != 1 {
@@ -97,16 +97,16 @@ func TestCreateDoesNotWaitForTheSessionsCloneOfAnotherMachine(t *testing.T) {
 	})
 	s := connect(t, sim, newDriver(sim))
 	m1, m2 := newMachine("3a4b5c6d-0000-4000-8000-000000000013"), newMachine("4b5c6d7e-0000-4000-8000-000000000014")
-	first, err := s.Create(context.Background(), m1)
+	first, err := s.Create(context.Background(), m1, providersdk.Observation{})
 	if err != nil || !first.Task.InFlight() {
 		t.Fatalf("Create = %+v, %v", first, err)
 	}
-	second, err := s.Create(context.Background(), m2)
+	second, err := s.Create(context.Background(), m2, providersdk.Observation{})
 	if err != nil || !second.Task.InFlight() || second.Task.Ref == first.Task.Ref {
 		t.Fatalf("Create of another machine = %+v, %v; want its own clone, not %s", second, err, first.Task.Ref)
 	}
 	// The first machine, asking again before it recorded its task, waits for its clone.
-	again, err := s.Create(context.Background(), m1)
+	again, err := s.Create(context.Background(), m1, providersdk.Observation{})
 	if err != nil || again.Task.Ref != first.Task.Ref {
 		t.Fatalf("Create again = %+v, %v; want to wait for %s", again, err, first.Task.Ref)
 	}
@@ -189,7 +189,7 @@ func TestCreateReusesObservesListing(t *testing.T) {
 				}
 			}
 			offset = tt.wait
-			res, err := s.Create(ctx, m)
+			res, err := s.Create(ctx, m, providersdk.Observation{})
 			if err != nil || !res.Task.InFlight() {
 				t.Fatalf("Create = %+v, %v; want the clone task", res, err)
 			}

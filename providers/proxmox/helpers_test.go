@@ -157,7 +157,7 @@ func reconcile(t *testing.T, s *session, m *providersdk.Machine) (providersdk.Ob
 		var task providersdk.Task
 		switch {
 		case !o.Exists:
-			res, err := s.Create(ctx, m)
+			res, err := s.Create(ctx, m, providersdk.Observation{})
 			if err != nil {
 				return o, fmt.Errorf("Create: %w", err)
 			}

@@ -59,7 +59,7 @@ func (c *callCounter) since(t *testing.T) int {
 func deleteAll(t *testing.T, s *session, m *providersdk.Machine) {
 	t.Helper()
 	for range 10 {
-		res, err := s.Delete(context.Background(), m)
+		res, err := s.Delete(context.Background(), m, providersdk.Observation{})
 		if err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
@@ -132,7 +132,7 @@ func TestRecordedLocationIsReadWithoutListing(t *testing.T) {
 
 	// Delete stops the paused VM (status/current, not the listing, says it runs) and
 	// destroys it; every call before the VM is gone reads it directly.
-	res, err := s.Delete(ctx, m)
+	res, err := s.Delete(ctx, m, providersdk.Observation{})
 	if err != nil || !res.Task.InFlight() {
 		t.Fatalf("Delete of the paused VM = %+v, %v; want the stop task", res, err)
 	}
@@ -142,7 +142,7 @@ func TestRecordedLocationIsReadWithoutListing(t *testing.T) {
 	if got := theVM(t, sim); got.Status != "stopped" {
 		t.Fatalf("VM is %s after the stop task, want stopped", got.Status)
 	}
-	if res, err = s.Delete(ctx, m); err != nil || !res.Task.InFlight() {
+	if res, err = s.Delete(ctx, m, providersdk.Observation{}); err != nil || !res.Task.InFlight() {
 		t.Fatalf("Delete of the stopped VM = %+v, %v; want the destroy task", res, err)
 	}
 	if n := lists.since(t); n != 0 {
@@ -272,7 +272,7 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 		if o, err := s.Observe(ctx, m); err != nil || o.Exists {
 			t.Fatalf("Observe = %+v, %v; want no VM", o, err)
 		}
-		if res, err := s.Delete(ctx, m); err != nil || res.Task.InFlight() {
+		if res, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil || res.Task.InFlight() {
 			t.Fatalf("Delete = %+v, %v; want done", res, err)
 		}
 	})
@@ -282,14 +282,14 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 			o.TaskDelays = map[string]time.Duration{"qmclone": 500 * time.Millisecond}
 		})
 		m := newMachine("18293a4b-0000-4000-8000-000000000011")
-		res, err := connect(t, sim, newDriver(sim)).Create(ctx, m)
+		res, err := connect(t, sim, newDriver(sim)).Create(ctx, m, providersdk.Observation{})
 		if err != nil || !res.Task.InFlight() {
 			t.Fatalf("Create = %+v, %v", res, err)
 		}
 		// The provider dies before it records the clone; the machine names a VMID that
 		// is not (yet) there.
 		setStatusBlock(t, m, infrav1.ProxmoxStatus{Node: proxmoxtest.Node1, VMID: 4242})
-		_, err = connect(t, sim, newDriver(sim)).Delete(ctx, m)
+		_, err = connect(t, sim, newDriver(sim)).Delete(ctx, m, providersdk.Observation{})
 		var inFlight *providersdk.InFlightError
 		if !errors.As(err, &inFlight) || inFlight.Task.Ref != res.Task.Ref {
 			t.Fatalf("Delete mid-clone = %v; want to wait for clone %s", err, res.Task.Ref)

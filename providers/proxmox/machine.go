@@ -158,7 +158,7 @@ func desiredPower(m *providersdk.Machine) banlieuev1.PowerState {
 // when the VM is gone, and waits for a clone that may be making it. The VM is found as
 // Observe finds it; the cluster is listed only when it is not where the machine last
 // saw it.
-func (s *session) Delete(ctx context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
+func (s *session) Delete(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.DeleteResult, error) {
 	state, err := s.pollTask(ctx, m.Task)
 	var failed *providersdk.TaskFailedError
 	if err != nil && !errors.As(err, &failed) {

@@ -85,7 +85,7 @@ func TestMachineLifecycle(t *testing.T) {
 
 	var vmid int
 	t.Run("Create returns the clone's UPID, and the VM ends shaped by the machine and running", func(t *testing.T) {
-		res, err := s.Create(ctx, m)
+		res, err := s.Create(ctx, m, providersdk.Observation{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Create on the existing VM succeeds without a second clone", func(t *testing.T) {
-		res, err := s.Create(ctx, m)
+		res, err := s.Create(ctx, m, providersdk.Observation{})
 		if err != nil || res.Task.InFlight() {
 			t.Fatalf("Create = %+v, %v; want no task and no error", res, err)
 		}
@@ -211,7 +211,7 @@ func TestMachineLifecycle(t *testing.T) {
 
 	t.Run("Delete stops the VM and destroys it with its disks and snippet", func(t *testing.T) {
 		for range 10 {
-			res, err := s.Delete(ctx, m)
+			res, err := s.Delete(ctx, m, providersdk.Observation{})
 			if err != nil {
 				t.Fatalf("Delete: %v", err)
 			}

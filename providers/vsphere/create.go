@@ -49,7 +49,7 @@ type template struct {
 // Create clones the machine's template into its failure domain, shaped by the machine's
 // spec in one clone spec, and returns the clone task at once. It succeeds without a
 // clone when the machine's VM exists.
-func (s *session) Create(ctx context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
+func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
 	vm, err := s.findVM(ctx, string(m.UID))
 	if err != nil {
 		return providersdk.CreateResult{}, err

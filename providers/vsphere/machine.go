@@ -216,7 +216,7 @@ func (s *session) shutdownTimedOut(t providersdk.Task) bool {
 
 // Delete powers the machine's VM off, then destroys it, each as a task. It succeeds when
 // the VM is already gone.
-func (s *session) Delete(ctx context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
+func (s *session) Delete(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.DeleteResult, error) {
 	state, err := s.pollTask(ctx, m)
 	var failed *providersdk.TaskFailedError
 	if err != nil && !errors.As(err, &failed) && !providersdk.IsPermanent(err) {

@@ -93,7 +93,7 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Create returns the clone task at once, and the VM has the machine's shape", func(t *testing.T) {
-		res, err := s.Create(ctx, m)
+		res, err := s.Create(ctx, m, providersdk.Observation{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Create on the existing VM succeeds without a second clone", func(t *testing.T) {
-		res, err := s.Create(ctx, m)
+		res, err := s.Create(ctx, m, providersdk.Observation{})
 		if err != nil || res.Task.InFlight() {
 			t.Fatalf("Create = %+v, %v; want no task and no error", res, err)
 		}
@@ -278,7 +278,7 @@ func TestMachineLifecycle(t *testing.T) {
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
 		update(t, s, m)
 		for i, want := range []string{"power off", "destroy"} {
-			res, err := s.Delete(ctx, m)
+			res, err := s.Delete(ctx, m, providersdk.Observation{})
 			if err != nil {
 				t.Fatalf("Delete %d: %v", i, err)
 			}
@@ -297,7 +297,7 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Delete of a VM that is gone succeeds without a task", func(t *testing.T) {
-		res, err := s.Delete(ctx, m)
+		res, err := s.Delete(ctx, m, providersdk.Observation{})
 		if err != nil || res.Task.InFlight() {
 			t.Fatalf("Delete = %+v, %v; want nothing to do", res, err)
 		}
@@ -345,7 +345,7 @@ func TestSoftShutdownThatTimesOutPowersTheVMOff(t *testing.T) {
 	now := time.Now()
 	s := connect(t, sim, NewDriver(WithClock(func() time.Time { return now })))
 	m := newMachine("7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f")
-	res, err := s.Create(ctx, m)
+	res, err := s.Create(ctx, m, providersdk.Observation{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestObserveReportsAFailedTask(t *testing.T) {
 	ctx := context.Background()
 	s := connect(t, sim, NewDriver())
 	m := newMachine("3d4e5f60-7a8b-4c9d-8e0f-2a3b4c5d6e7f")
-	res, err := s.Create(ctx, m)
+	res, err := s.Create(ctx, m, providersdk.Observation{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func TestSessionLogsInOnceAndOutOnDisconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Inventory(ctx); err != nil {
+	if _, err := cl.(providersdk.InventoryReader).Inventory(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := sim.Sessions(ctx); err != nil || n != 1 {

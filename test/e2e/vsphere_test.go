@@ -228,21 +228,25 @@ func TestAProviderKilledMidCloneAdoptsItsVMOnRestart(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return providersdk.ClientFns{
-			ObserveFn: cl.Observe, InventoryFn: cl.Inventory, ResolveImageFn: cl.ResolveImage, DisconnectFn: cl.Disconnect,
-			CreateFn: func(ctx context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
+		return struct {
+			providersdk.ClientFns
+			providersdk.InventoryReader
+			providersdk.ImageResolver
+		}{providersdk.ClientFns{
+			ObserveFn: cl.Observe, DisconnectFn: cl.Disconnect,
+			CreateFn: func(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				if !started {
 					started = true
-					if _, err := cl.Create(ctx, m); err != nil {
+					if _, err := cl.Create(ctx, m, obs); err != nil {
 						return providersdk.CreateResult{}, err
 					}
 					close(killed)
 				}
 				return providersdk.CreateResult{}, errKilled
 			},
-		}, nil
+		}, cl.(providersdk.InventoryReader), cl.(providersdk.ImageResolver)}, nil
 	})
 	stopFirst := f.startProvider(vsphereConfig(dying))
 	f.vsphereProvider(vs)

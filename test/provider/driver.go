@@ -72,8 +72,9 @@ func (d *Driver) Connect(_ context.Context, info providersdk.ProviderInfo) (prov
 	return &session{driver: d, holdReady: info.Provider.Spec.Parameters[testv1.HoldReadyParameter] == "true"}, nil
 }
 
-// session is one connection to the test backend. It has one failure domain and takes
-// every image as its source names it (NopClient's Inventory and ResolveImage).
+// session is one connection to the test backend. It is no InventoryReader nor
+// ImageResolver, so the SDK gives its Providers one unnamed failure domain and takes
+// every image as its source names it.
 type session struct {
 	providersdk.NopClient
 	driver    *Driver
@@ -105,7 +106,7 @@ func (s *session) Observe(_ context.Context, m *providersdk.Machine) (providersd
 }
 
 // Create makes the machine's VM unless it exists.
-func (s *session) Create(_ context.Context, m *providersdk.Machine) (providersdk.CreateResult, error) {
+func (s *session) Create(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
 	d := s.driver
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -133,7 +134,7 @@ func (s *session) Update(_ context.Context, m *providersdk.Machine, _ providersd
 
 // Delete removes the VM, unless the machine carries HoldDeletionAnnotation: then the
 // deletion stays in flight, as on a slow backend.
-func (s *session) Delete(_ context.Context, m *providersdk.Machine) (providersdk.DeleteResult, error) {
+func (s *session) Delete(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.DeleteResult, error) {
 	if _, held := m.Object.GetAnnotations()[testv1.HoldDeletionAnnotation]; held {
 		return providersdk.DeleteResult{}, providersdk.InFlight(providersdk.OperationDelete, "delete-"+string(m.UID))
 	}

@@ -1,5 +1,22 @@
 package v1alpha1
 
+// Conditions of an infrastructure machine besides Ready, as the provider SDK sets them.
+const (
+	// MachinePausedCondition is True while the provider leaves the machine alone: the
+	// machine carries cluster.x-k8s.io/paused or banlieue.io/paused, or its Provider's
+	// spec.paused is true. It is False otherwise, as Cluster API v1beta2 reports it.
+	MachinePausedCondition = "Paused"
+)
+
+// Reasons of an infrastructure machine's Paused condition.
+const (
+	// MachinePausedReason: the machine, its VM or its Provider is paused; the message says which.
+	MachinePausedReason = "Paused"
+
+	// MachineNotPausedReason: the provider reconciles the machine.
+	MachineNotPausedReason = "NotPaused"
+)
+
 // Reasons of an infrastructure machine's Ready condition, as the provider SDK sets them.
 const (
 	// MachineProvisionedReason: the backend VM exists and matches the spec.
@@ -56,6 +73,10 @@ const (
 
 	// MachineDiskShrinkNotSupportedReason: a disk was asked to shrink, which no backend does.
 	MachineDiskShrinkNotSupportedReason = "DiskShrinkNotSupported"
+
+	// MachineInvalidOptionsReason: the machine's backend block (spec.vsphere,
+	// spec.libvirt, spec.proxmox) does not decode; the message says which field.
+	MachineInvalidOptionsReason = "InvalidOptions"
 
 	// MachinePlacementInvalidReason: the failure domain, folder, pool, storage or network
 	// the machine asks for does not exist or cannot be reached from where it runs.

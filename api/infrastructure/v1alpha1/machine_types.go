@@ -206,6 +206,19 @@ type MachineStatus struct {
 	// +optional
 	Task *TaskReference `json:"task,omitempty"`
 
+	// failureReason is set, with failureMessage, while the provider has given up on the
+	// machine until its spec changes: a failure that retrying cannot fix (a template
+	// that does not exist, a disk asked to shrink). It is the Ready condition's reason
+	// then, and core reports the VM as Failed. Transient failures never set it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	FailureReason string `json:"failureReason,omitempty"`
+
+	// failureMessage says, for a person, why the provider gave up and what to change.
+	// +optional
+	// +kubebuilder:validation:MaxLength=10240
+	FailureMessage string `json:"failureMessage,omitempty"`
+
 	// conditions must include Ready.
 	// +optional
 	// +listType=map

@@ -1,0 +1,130 @@
+package providersdk
+
+import (
+	"fmt"
+	"strings"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+)
+
+// GiB is a gibibyte in bytes.
+const GiB = int64(1) << 30
+
+// Hardware is a VM's shape as its backend reports it, for HardwareDiff.
+type Hardware struct {
+	// CPUs is the VM's virtual CPU count.
+	CPUs int32
+	// MemoryMiB is the VM's memory in MiB.
+	MemoryMiB int64
+	// DiskBytes are the sizes of the VM's disks in bus order; 0 where a size is unknown.
+	DiskBytes []int64
+}
+
+// ChangeKind is what a HardwareChange changes.
+type ChangeKind string
+
+// The kinds of hardware change.
+const (
+	// ChangeCPUs changes the virtual CPU count.
+	ChangeCPUs ChangeKind = "CPUs"
+	// ChangeMemory changes the memory size.
+	ChangeMemory ChangeKind = "Memory"
+	// ChangeDiskGrow grows an existing disk.
+	ChangeDiskGrow ChangeKind = "DiskGrow"
+	// ChangeDiskAdd adds a disk the VM does not have.
+	ChangeDiskAdd ChangeKind = "DiskAdd"
+	// ChangeDiskShrink asks an existing disk to shrink, which no backend does.
+	ChangeDiskShrink ChangeKind = "DiskShrink"
+)
+
+// HardwareChange is one difference between a VM's hardware and its machine's spec.
+type HardwareChange struct {
+	// Kind is what changes.
+	Kind ChangeKind
+	// Disk is the index in spec.disks of a disk change; -1 for CPUs and memory.
+	Disk int
+	// From and To are the VM's value and the spec's: a CPU count, MiB of memory, or a
+	// disk's bytes (From is 0 for a disk to add).
+	From, To int64
+	// What names the disk of a disk change, e.g. "disk \"data\"".
+	What string
+}
+
+// Increase reports whether the change makes the VM larger.
+func (c HardwareChange) Increase() bool { return c.To > c.From }
+
+// String describes the change for a message, e.g. "CPUs from 2 to 4".
+func (c HardwareChange) String() string {
+	switch c.Kind {
+	case ChangeCPUs:
+		return fmt.Sprintf("CPUs from %d to %d", c.From, c.To)
+	case ChangeMemory:
+		return fmt.Sprintf("memory from %d MiB to %d MiB", c.From, c.To)
+	case ChangeDiskAdd:
+		return "adding " + c.What
+	case ChangeDiskGrow:
+		return fmt.Sprintf("growing %s from %s to %s", c.What, gibString(c.From), gibString(c.To))
+	}
+	return fmt.Sprintf("%s is %s and cannot shrink to %s", c.What, gibString(c.From), gibString(c.To))
+}
+
+// gibString formats a byte count in whole GiB, rounded up.
+func gibString(b int64) string { return fmt.Sprintf("%d GiB", (b+GiB-1)/GiB) }
+
+// HardwareDiff lists how a VM's hardware, as the backend reports it, differs from the
+// machine's spec: CPUs and memory where the spec sets them, then the disks matched by
+// position (spec.disks[i] is the VM's i-th disk in bus order). A disk the VM lacks is
+// added, a larger one grows, a smaller one is a ChangeDiskShrink; a disk whose size is
+// unknown is not compared, and disks beyond the spec's are left alone. Which changes a
+// backend can make, and whether online, is the driver's policy.
+func HardwareDiff(spec infrav1.MachineSpec, have Hardware) []HardwareChange {
+	var out []HardwareChange
+	hw := spec.Hardware
+	if hw.CPUs > 0 && hw.CPUs != have.CPUs {
+		out = append(out, HardwareChange{Kind: ChangeCPUs, Disk: -1, From: int64(have.CPUs), To: int64(hw.CPUs)})
+	}
+	if hw.MemoryMiB > 0 && hw.MemoryMiB != have.MemoryMiB {
+		out = append(out, HardwareChange{Kind: ChangeMemory, Disk: -1, From: have.MemoryMiB, To: hw.MemoryMiB})
+	}
+	for i, d := range spec.Disks {
+		want := int64(d.SizeGiB) * GiB
+		what := fmt.Sprintf("disk %q", d.Name)
+		switch {
+		case i >= len(have.DiskBytes):
+			out = append(out, HardwareChange{Kind: ChangeDiskAdd, Disk: i, To: want, What: what})
+		case want <= 0 || have.DiskBytes[i] <= 0:
+		case want > have.DiskBytes[i]:
+			out = append(out, HardwareChange{Kind: ChangeDiskGrow, Disk: i, From: have.DiskBytes[i], To: want, What: what})
+		case want < have.DiskBytes[i]:
+			out = append(out, HardwareChange{Kind: ChangeDiskShrink, Disk: i, From: have.DiskBytes[i], To: want, What: what})
+		}
+	}
+	return out
+}
+
+// DescribeChanges joins change descriptions for a message: "a", "a and b", "a, b and c".
+func DescribeChanges(changes []HardwareChange) string {
+	parts := make([]string, 0, len(changes))
+	for _, c := range changes {
+		parts = append(parts, c.String())
+	}
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// RefuseShrink returns a PermanentError with reason DiskShrinkNotSupported for the first
+// shrink among changes, naming backend ("vSphere", "Proxmox VE"); nil when none shrinks.
+func RefuseShrink(backend string, changes []HardwareChange) error {
+	for _, c := range changes {
+		if c.Kind == ChangeDiskShrink {
+			return Permanent(infrav1.MachineDiskShrinkNotSupportedReason,
+				"%s on %s: disks only grow; give the VM class a disk at least that large", c, backend)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package providersdk
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+)
+
+// Task operations the Reconciler knows a Ready reason for. A driver may use others;
+// they are reported with the reason TaskInFlight.
+const (
+	// OperationCreate creates a VM from scratch.
+	OperationCreate = "create"
+	// OperationClone clones a VM from a template.
+	OperationClone = "clone"
+	// OperationUpdate changes a VM's power state or shape.
+	OperationUpdate = "update"
+	// OperationDelete deletes a VM.
+	OperationDelete = "delete"
+)
+
+// Machine is the infrastructure machine a Client acts on.
+type Machine struct {
+	// UID is the machine's UID: the backend VM's stable identity.
+	UID types.UID
+	// Namespace is the machine's namespace.
+	Namespace string
+	// Name is the machine's name.
+	Name string
+	// Generation is the machine's metadata.generation.
+	Generation int64
+	// Spec is the machine contract's part of the spec.
+	Spec infrav1.MachineSpec
+	// Object is the whole machine, for the backend's own blocks. Drivers must not
+	// modify it. It may be nil in a driver's own tests.
+	Object *unstructured.Unstructured
+	// UserData is the payload of spec.userData's Secret key. The Reconciler reads it
+	// only before Create, so it is nil in every other call.
+	UserData []byte
+	// Task is the backend task recorded in the machine's status.task, if any: Observe
+	// polls it and reports it again while it runs.
+	Task Task
+}
+
+// DesiredPower is the power state the machine asks for: spec.powerState, PoweredOn
+// when unset.
+func (m *Machine) DesiredPower() banlieuev1.PowerState {
+	if m.Spec.PowerState == "" {
+		return banlieuev1.PowerStatePoweredOn
+	}
+	return m.Spec.PowerState
+}
+
+// Options decodes spec.<field>, the backend's own block of the machine's spec (the
+// escape hatch, e.g. spec.vsphere), into into. A missing block leaves into unchanged; a
+// block that does not decode is a PermanentError with reason InvalidOptions, which
+// retrying cannot fix until the machine is edited.
+func (m *Machine) Options(field string, into any) error {
+	if err := m.SpecField(field, into); err != nil {
+		return Permanent(infrav1.MachineInvalidOptionsReason, "spec.%s does not decode: %s", field, err.Error())
+	}
+	return nil
+}
+
+// SpecField decodes spec.<name>, a backend's own block, into into. A missing field
+// (or a Machine without Object) leaves into unchanged.
+func (m *Machine) SpecField(name string, into any) error { return m.field("spec", name, into) }
+
+// StatusField decodes status.<name>, the block Observation.Details are written to (see
+// WithStatusBlock), into into: what the provider last recorded, and the one place a
+// driver finds its VM's backend references again. A missing field (or a Machine
+// without Object) leaves into unchanged.
+func (m *Machine) StatusField(name string, into any) error { return m.field("status", name, into) }
+
+// field decodes <section>.<name> of the machine into into.
+func (m *Machine) field(section, name string, into any) error {
+	if m.Object == nil {
+		return nil
+	}
+	raw, ok, err := unstructured.NestedMap(m.Object.Object, section, name)
+	if err != nil {
+		return fmt.Errorf("failed to read %s.%s: %w", section, name, err)
+	}
+	if !ok {
+		return nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, into); err != nil {
+		return fmt.Errorf("failed to decode %s.%s: %w", section, name, err)
+	}
+	return nil
+}
+
+// Task is a backend task in flight. The zero Task means none.
+type Task struct {
+	// Ref is the backend's task identifier; "" when no task is in flight.
+	Ref string
+	// Operation is what the task does, e.g. OperationClone.
+	Operation string
+	// StartedAt is when the task was first recorded; zero for a task just started.
+	StartedAt time.Time
+}
+
+// InFlight reports whether t names a task.
+func (t Task) InFlight() bool { return t.Ref != "" }
+
+// TimedOut reports whether t, recorded since StartedAt, has run for timeout by now: the
+// deadline of a wait the backend does not time itself, such as a guest's shutdown
+// before the VM is powered off. A task just recorded (no StartedAt yet) has not.
+func (t Task) TimedOut(now time.Time, timeout time.Duration) bool {
+	return !t.StartedAt.IsZero() && now.Sub(t.StartedAt) >= timeout
+}
+
+// Observation is what Observe found on the backend.
+type Observation struct {
+	// Exists is true when the backend has a VM for the machine.
+	Exists bool
+	// UpToDate is true when the VM matches the machine's spec.
+	UpToDate bool
+	// ProviderID is the VM's stable identifier, written to spec.providerID.
+	ProviderID string
+	// Addresses are the VM's addresses.
+	Addresses []banlieuev1.MachineAddress
+	// PowerState is the VM's power state.
+	PowerState banlieuev1.PowerState
+	// FailureDomain is where the VM runs.
+	FailureDomain string
+	// Task is the backend task in flight for the VM, if any.
+	Task Task
+	// Details are the backend's own references to the VM (a managed object ID, a
+	// domain UUID, a node and VMID), written to the machine's status block named by
+	// WithStatusBlock. They are where the driver finds the VM again (StatusField).
+	Details any
+	// WaitingForGuest is true while the VM runs but its guest has not reported an
+	// address yet: the Reconciler looks again after a growing interval, for a while
+	// (WithGuestBackoff), or for a short window when the Client is a
+	// GuestAddressReporter (WithGuestWindow), which the Provider controller then
+	// watches for the address.
+	WaitingForGuest bool
+	// State is the driver's own record of what Observe read (the VM it found, the
+	// listing it searched). The Reconciler hands it back untouched to the Create,
+	// Update or Delete of the same reconcile and never stores it anywhere.
+	State any
+}
+
+// CreateResult is what Create started.
+type CreateResult struct {
+	// Task is the backend task creating the VM, if it is asynchronous.
+	Task Task
+	// Details are the backend's references to the VM being made (where it will be),
+	// written to the status block as Observation.Details are, so that the next Observe
+	// reads the VM there instead of searching the backend for it.
+	Details any
+}
+
+// UpdateResult is what Update started.
+type UpdateResult struct {
+	// Task is the backend task updating the VM, if it is asynchronous.
+	Task Task
+}
+
+// DeleteResult is what Delete started.
+type DeleteResult struct {
+	// Task is the backend task deleting the VM, if it is asynchronous.
+	Task Task
+}

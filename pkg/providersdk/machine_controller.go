@@ -1,0 +1,223 @@
+package providersdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/contract"
+)
+
+// Reconciler reconciles the infrastructure machines of one kind through a Driver.
+type Reconciler struct {
+	client client.Client
+	reader client.Reader
+	// machines is the cache a Provider's machines are listed from, through the
+	// MachineProviderField index: the manager's, once set up. Machines themselves are
+	// read from the API server (client): a cached read could miss a task just recorded
+	// and start it twice.
+	machines    client.Reader
+	gvk         schema.GroupVersionKind
+	class       string
+	finalizer   string
+	sessions    *Sessions
+	statusBlock string
+	callTimeout time.Duration
+	workers     int
+
+	inFlight    workqueue.TypedRateLimiter[types.UID]
+	unreachable workqueue.TypedRateLimiter[types.UID]
+	guest       workqueue.TypedRateLimiter[types.UID]
+	guestWindow workqueue.TypedRateLimiter[types.UID]
+	readerSet   bool
+	sessionsSet bool
+
+	// wakeups carries machines the Provider controller wakes; nil when none does.
+	wakeups <-chan event.GenericEvent
+	// providerWakeups is where Providers whose conditions a machine found stale are
+	// sent; nil when nothing listens.
+	providerWakeups chan<- event.GenericEvent
+
+	wokeMu sync.Mutex
+	// woke is when each Provider, by UID, was last woken.
+	woke map[types.UID]time.Time
+
+	holdsMu sync.Mutex
+	holds   map[types.UID]hold
+
+	tasks *taskTracker
+}
+
+// Finalizer returns the finalizer the Reconciler owns on its machines.
+func (r *Reconciler) Finalizer() string { return r.finalizer }
+
+// SetupWithManager registers the Reconciler with mgr. It watches its machines and the
+// Providers they run on, for the changes the machines act on (providerChangeWakesMachines);
+// the machines of a Provider are found through the field index IndexMachines makes.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if !r.readerSet {
+		r.reader = mgr.GetAPIReader()
+		if !r.sessionsSet {
+			r.sessions.reader = r.reader
+		}
+	}
+	if err := indexMachinesOnce(mgr, r.gvk); err != nil {
+		return err
+	}
+	r.machines = mgr.GetCache()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gvk)
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(u, builder.WithPredicates(machineChanged())).
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: providerChangeWakesMachines}))
+	if r.wakeups != nil {
+		b = b.WatchesRawSource(source.Channel(r.wakeups, &handler.EnqueueRequestForObject{}))
+	}
+	return b.Named(strings.ToLower(r.gvk.Kind)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		Complete(r)
+}
+
+// Reconcile brings one machine's backend VM in line with its spec: get, finalizer,
+// pause, the Provider, then reconcileNormal or reconcileDelete against the Provider's
+// session, and one status patch at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gvk)
+	if err := r.client.Get(ctx, req.NamespacedName, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.tasks.forgetName(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(u)))
+	deleting := !u.GetDeletionTimestamp().IsZero()
+	if !controllerutil.ContainsFinalizer(u, r.finalizer) {
+		if deleting {
+			r.tasks.set(u.GetUID(), req.NamespacedName, false)
+			return ctrl.Result{}, nil
+		}
+		if err := r.addFinalizer(ctx, u); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	s, err := newScope(u)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KRef(s.machine.Spec.ProviderRef.Namespace, s.machine.Spec.ProviderRef.Name))
+	ctx = ctrl.LoggerInto(ctx, log)
+	// Every return below leaves s.status as stored or as just written. A failed write
+	// counts what was meant; its retry corrects the count. A machine whose finalizer
+	// was removed no longer counts.
+	defer func() {
+		r.tasks.set(u.GetUID(), req.NamespacedName, s.status.Task != nil && controllerutil.ContainsFinalizer(u, r.finalizer))
+	}()
+	if why := machinePaused(u); why != "" {
+		return ctrl.Result{}, r.pause(ctx, s, why)
+	}
+
+	p := &banlieuev1.Provider{}
+	ref := s.machine.Spec.ProviderRef
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, p); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("failed to get Provider: %w", err)
+		}
+		if deleting {
+			// With its Provider gone the backend can no longer be reached through banlieue;
+			// holding the machine forever would block the VM, so it is released.
+			log.Info("Provider is gone; releasing the machine without deleting a backend VM")
+			return ctrl.Result{}, r.removeFinalizer(ctx, u)
+		}
+		s.setPaused("")
+		s.ready(metav1.ConditionFalse, infrav1.MachineProviderNotFoundReason, fmt.Sprintf("Provider %s/%s not found", ref.Namespace, ref.Name))
+		return ctrl.Result{}, r.patchStatus(ctx, s)
+	}
+	if p.Spec.Paused {
+		return ctrl.Result{}, r.pause(ctx, s, fmt.Sprintf("Provider %s/%s is paused (spec.paused)", p.Namespace, p.Name))
+	}
+	s.setPaused("")
+
+	if !deleting {
+		if wait := r.held(s.machine); wait > 0 {
+			log.V(4).Info("Waiting before retrying a failed task", "after", wait.String())
+			return ctrl.Result{RequeueAfter: wait}, r.patchStatus(ctx, s)
+		}
+	}
+	err = withBackend(ctx, r.callTimeout, func(ctx context.Context) error {
+		cl, err := r.sessions.Session(ctx, p)
+		if err != nil {
+			return err
+		}
+		_, s.guestsReported = cl.(GuestAddressReporter)
+		if deleting {
+			return r.reconcileDelete(ctx, cl, s)
+		}
+		return r.reconcileNormal(ctx, cl, s)
+	})
+	if errors.Is(err, errGone) {
+		return ctrl.Result{}, r.removeFinalizer(ctx, u)
+	}
+	res, err := r.classify(ctx, p, s, err)
+	if perr := r.patchStatus(ctx, s); perr != nil {
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+// pause records in the machine's status that the provider leaves it alone, and why.
+func (r *Reconciler) pause(ctx context.Context, s *scope, why string) error {
+	ctrl.LoggerFrom(ctx).V(4).Info("Machine is paused", "why", why)
+	s.setPaused(why)
+	return r.patchStatus(ctx, s)
+}
+
+// machinePaused says why the machine is paused by its own annotations (Cluster API's,
+// or the one core sets for a paused VirtualMachine); "" when it is not.
+func machinePaused(u *unstructured.Unstructured) string {
+	a := u.GetAnnotations()
+	if _, ok := a[PausedAnnotation]; ok {
+		return "the machine carries the annotation " + PausedAnnotation
+	}
+	if _, ok := a[infrav1.PausedAnnotation]; ok {
+		return "its VirtualMachine is paused (spec.paused)"
+	}
+	return ""
+}
+
+// PausedAnnotation pauses the reconciliation of a machine that carries it (Cluster API's).
+const PausedAnnotation = "cluster.x-k8s.io/paused"
+
+// providerOf returns the machine's spec.providerRef as an object key; false when the
+// machine names no Provider.
+func providerOf(o client.Object) (types.NamespacedName, bool) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return types.NamespacedName{}, false
+	}
+	ref := contract.ProviderRef(u)
+	return types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, ref.Namespace != "" && ref.Name != ""
+}

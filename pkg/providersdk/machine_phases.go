@@ -1,0 +1,125 @@
+package providersdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+)
+
+// errGone says the deleted machine's VM is gone and the finalizer may go.
+var errGone = errors.New("backend VM is gone")
+
+// maxSyncSteps bounds the synchronous steps (a Create or an Update that returns without
+// a task) one reconcile takes. A driver whose update is several synchronous calls (a
+// config change, then a disk resize, then a power-on task) takes them in one reconcile
+// instead of paying a status write and a requeue for each; the bound keeps an Update
+// that never brings the VM up to date from holding a worker and calling the backend in
+// a loop: the machine then waits as it would after one step.
+const maxSyncSteps = 4
+
+// reconcileNormal creates or updates the VM and records what it observes. Each Create
+// and Update is handed the Observation that came just before it.
+func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) error {
+	obs, err := observe(ctx, cl, s.machine)
+	if err != nil {
+		return err
+	}
+	steps := 0
+	if !obs.Task.InFlight() && !obs.Exists {
+		if s.machine.UserData, err = r.userData(ctx, s.machine); err != nil {
+			return err
+		}
+		res, err := cl.Create(ctx, s.machine, obs)
+		if err != nil {
+			return fmt.Errorf("failed to create VM: %w", err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Created backend VM")
+		s.recordDetails(res.Details)
+		if res.Task.InFlight() {
+			s.observe(obs, res.Task)
+			return &InFlightError{Task: res.Task}
+		}
+		steps++
+		if obs, err = observe(ctx, cl, s.machine); err != nil {
+			return err
+		}
+		// A VM that a synchronous Create made but Observe does not see yet is waited
+		// for, never created again in the same reconcile.
+	}
+	for ; !obs.Task.InFlight() && obs.Exists && !obs.UpToDate && steps < maxSyncSteps; steps++ {
+		res, err := cl.Update(ctx, s.machine, obs)
+		if err != nil {
+			return fmt.Errorf("failed to update VM: %w", err)
+		}
+		if res.Task.InFlight() {
+			s.observe(obs, res.Task)
+			return &InFlightError{Task: res.Task}
+		}
+		if obs, err = observe(ctx, cl, s.machine); err != nil {
+			return err
+		}
+	}
+	s.observe(obs, obs.Task)
+	switch {
+	case obs.Task.InFlight():
+		return &InFlightError{Task: obs.Task}
+	case !obs.Exists:
+		return &InFlightError{Task: Task{Operation: OperationCreate}}
+	case !obs.UpToDate:
+		return &InFlightError{Task: Task{Operation: OperationUpdate}}
+	}
+	if err := r.writeProviderID(ctx, s, obs.ProviderID); err != nil {
+		return err
+	}
+	s.ready(metav1.ConditionTrue, infrav1.MachineProvisionedReason, "")
+	s.succeeded = true
+	s.waitingForGuest = obs.WaitingForGuest
+	return nil
+}
+
+// reconcileDelete deletes the VM; it returns errGone once the VM no longer exists.
+func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) error {
+	obs, err := observe(ctx, cl, s.machine)
+	if err != nil {
+		return err
+	}
+	// A task in flight comes first: a VM still being cloned may not be visible yet, and
+	// releasing the machine then would orphan it.
+	if obs.Task.InFlight() {
+		s.setTask(obs.Task)
+		return &InFlightError{Task: obs.Task}
+	}
+	if !obs.Exists {
+		return errGone
+	}
+	res, err := cl.Delete(ctx, s.machine, obs)
+	if err != nil {
+		return fmt.Errorf("failed to delete VM: %w", err)
+	}
+	if res.Task.InFlight() {
+		s.setTask(res.Task)
+		return &InFlightError{Task: res.Task}
+	}
+	if obs, err = observe(ctx, cl, s.machine); err != nil {
+		return err
+	}
+	if !obs.Exists {
+		ctrl.LoggerFrom(ctx).Info("Deleted backend VM")
+		return errGone
+	}
+	return &InFlightError{Task: Task{Operation: OperationDelete}}
+}
+
+// observe asks the backend about the machine's VM.
+func observe(ctx context.Context, cl Client, m *Machine) (Observation, error) {
+	obs, err := cl.Observe(ctx, m)
+	if err != nil {
+		return Observation{}, fmt.Errorf("failed to observe VM: %w", err)
+	}
+	return obs, nil
+}

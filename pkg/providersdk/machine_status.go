@@ -1,0 +1,175 @@
+package providersdk
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/contract"
+)
+
+// scope is one reconcile of one machine: the machine and the status being computed.
+// Its methods change only the status in memory; patchStatus writes it once.
+type scope struct {
+	machine *Machine
+	// before is the contract status as read; status is what the reconcile makes of it.
+	before, status infrav1.MachineStatus
+	// details is the backend status block to write; nil keeps the stored one.
+	details         any
+	succeeded       bool
+	waitingForGuest bool
+	// guestsReported is true when the session is a GuestAddressReporter, so that the
+	// Provider controller watches for the guest's address after the short window.
+	guestsReported bool
+	// pausedBy says why the machine is paused, "" when it is not; pauseKnown is true
+	// once the reconcile has found out. patchStatus writes the Paused condition from them.
+	pausedBy   string
+	pauseKnown bool
+}
+
+// newScope reads the machine's contract spec and status into a scope.
+func newScope(u *unstructured.Unstructured) (*scope, error) {
+	spec, err := contract.Spec(u)
+	if err != nil {
+		return nil, err
+	}
+	status, err := contract.Status(u)
+	if err != nil {
+		return nil, err
+	}
+	m := &Machine{UID: u.GetUID(), Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), Spec: spec, Object: u}
+	if t := status.Task; t != nil {
+		m.Task = Task{Ref: t.Ref, Operation: t.Operation, StartedAt: t.StartedAt.Time}
+	}
+	return &scope{machine: m, before: *status.DeepCopy(), status: status}, nil
+}
+
+// observe copies what the backend reported into the status.
+func (s *scope) observe(o Observation, task Task) {
+	if o.Exists && !task.InFlight() {
+		s.status.Initialization.Provisioned = ptr.To(true)
+	}
+	s.status.Addresses = o.Addresses
+	s.status.PowerState = o.PowerState
+	s.status.FailureDomain = o.FailureDomain
+	s.recordDetails(o.Details)
+	s.setTask(task)
+}
+
+// recordDetails keeps the backend's references to the VM for the status block.
+func (s *scope) recordDetails(details any) {
+	if details != nil {
+		s.details = details
+	}
+}
+
+// setTask records the task in flight; the start time is kept while the task is the same.
+func (s *scope) setTask(t Task) {
+	switch {
+	case !t.InFlight():
+		s.status.Task = nil
+	case s.status.Task == nil || s.status.Task.Ref != t.Ref || s.status.Task.Operation != t.Operation:
+		s.status.Task = &infrav1.TaskReference{Ref: t.Ref, Operation: t.Operation, StartedAt: metav1.Now()}
+	}
+}
+
+// ready sets the Ready condition.
+func (s *scope) ready(status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&s.status.Conditions, condition(banlieuev1.ReadyCondition, status, reason, message, s.machine.Generation))
+}
+
+// setPaused records whether the machine is paused: why it is, or "" when it is not.
+func (s *scope) setPaused(why string) { s.pausedBy, s.pauseKnown = why, true }
+
+// setFailure sets, or with an empty reason clears, status.failureReason and
+// failureMessage.
+func (s *scope) setFailure(reason, message string) {
+	s.status.FailureReason, s.status.FailureMessage = reason, message
+}
+
+// condition builds a condition of the machine's generation.
+func condition(t string, status metav1.ConditionStatus, reason, message string, generation int64) metav1.Condition {
+	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
+}
+
+// pausedCondition is the Paused condition: True with why as its message, or False
+// (NotPaused) when why is empty.
+func pausedCondition(why string, generation int64) metav1.Condition {
+	if why == "" {
+		return condition(infrav1.MachinePausedCondition, metav1.ConditionFalse, infrav1.MachineNotPausedReason, "", generation)
+	}
+	return condition(infrav1.MachinePausedCondition, metav1.ConditionTrue, infrav1.MachinePausedReason, why, generation)
+}
+
+// contractStatusFields are the status fields the machine contract gives the provider.
+var contractStatusFields = []string{"initialization", "addresses", "failureDomain", "powerState", "task", "failureReason", "failureMessage", "conditions", "observedGeneration"}
+
+// patchStatus writes the scope's status in one patch, when it differs from what was
+// read. observedGeneration is only advanced by a reconcile that succeeded.
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
+	if s.succeeded {
+		s.status.ObservedGeneration = s.machine.Generation
+	}
+	if s.pauseKnown {
+		// Set last, with the generation a providerID write may have advanced.
+		meta.SetStatusCondition(&s.status.Conditions, pausedCondition(s.pausedBy, s.machine.Generation))
+	}
+	u := s.machine.Object
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	if status == nil {
+		status = map[string]any{}
+	}
+	details, err := r.detailsField(status, s.details)
+	if err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(s.before, s.status) && details == nil {
+		return nil
+	}
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&s.status)
+	if err != nil {
+		return fmt.Errorf("failed to convert machine status: %w", err)
+	}
+	orig := u.DeepCopy()
+	if details != nil {
+		status[r.statusBlock] = details
+	}
+	for _, f := range contractStatusFields {
+		if v, ok := fields[f]; ok {
+			status[f] = v
+		} else {
+			delete(status, f)
+		}
+	}
+	u.Object["status"] = status
+	if err := r.client.Status().Patch(ctx, u, client.MergeFrom(orig)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("failed to patch machine status: %w", err))
+	}
+	s.before = *s.status.DeepCopy()
+	return nil
+}
+
+// detailsField returns the backend status block to write, or nil when it is unchanged
+// (or the Reconciler has no block).
+func (r *Reconciler) detailsField(status map[string]any, details any) (map[string]any, error) {
+	if r.statusBlock == "" || details == nil {
+		return nil, nil
+	}
+	block, err := runtime.DefaultUnstructuredConverter.ToUnstructured(details)
+	if err != nil {
+		return nil, fmt.Errorf("failed to convert backend status: %w", err)
+	}
+	if equality.Semantic.DeepEqual(status[r.statusBlock], any(block)) {
+		return nil, nil
+	}
+	return block, nil
+}

@@ -1,0 +1,50 @@
+package providersdk
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// errUserDataNotFound says the Secret or key in spec.userData does not exist.
+var errUserDataNotFound = errors.New("user-data not found")
+
+// userData reads the payload spec.userData names, or nil when there is none. The Secret
+// is read with the uncached reader, in the machine's own namespace.
+func (r *Reconciler) userData(ctx context.Context, m *Machine) ([]byte, error) {
+	ud := m.Spec.UserData
+	if ud == nil {
+		return nil, nil
+	}
+	key := cmp.Or(ud.Key, "user-data")
+	secret := &corev1.Secret{}
+	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ud.SecretRef.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("secret %s/%s named by the VM's spec.userData does not exist; create it in the VM's namespace: %w",
+				m.Namespace, ud.SecretRef.Name, errUserDataNotFound)
+		}
+		return nil, fmt.Errorf("failed to get user-data Secret: %w", err)
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("secret %s/%s has no key %q (it has %s); add the key, or set the VM's spec.userData.key: %w",
+			m.Namespace, ud.SecretRef.Name, key, keysOf(secret.Data), errUserDataNotFound)
+	}
+	return data, nil
+}
+
+// keysOf lists a Secret's keys, sorted, for a message; never its values.
+func keysOf(data map[string][]byte) string {
+	if len(data) == 0 {
+		return "no keys"
+	}
+	keys := slices.Sorted(maps.Keys(data))
+	return fmt.Sprintf("%q", keys)
+}

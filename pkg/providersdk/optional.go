@@ -1,0 +1,147 @@
+package providersdk
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+)
+
+// The optional interfaces of a Client. The SDK discovers them by type assertion on the
+// session Connect returns, as crossplane-runtime does; a backend implements those it
+// can answer and leaves the rest to the SDK's defaults.
+
+// InventoryReader is an optional interface of a Client: a backend that reports its
+// failure domains. The Provider controller calls it on connect and then on a modest
+// interval (Config.InventoryInterval). Without it a Provider whose session connects is
+// Ready with no failure domains, which placement takes as one unnamed domain.
+type InventoryReader interface {
+	// Inventory reports what the backend offers: its failure domains, each with the
+	// Provider's storage and network classes whose targets exist there.
+	Inventory(ctx context.Context) (Inventory, error)
+}
+
+// Inventory is what a backend offers to VMs.
+type Inventory struct {
+	// FailureDomains are the backend's failure domains, written to the Provider's status.
+	FailureDomains []banlieuev1.FailureDomain
+}
+
+// InventoryFunc adapts a function to an InventoryReader.
+type InventoryFunc func(ctx context.Context) (Inventory, error)
+
+// Inventory calls f.
+func (f InventoryFunc) Inventory(ctx context.Context) (Inventory, error) { return f(ctx) }
+
+// NopInventoryReader is an InventoryReader that reports no failure domains.
+type NopInventoryReader struct{}
+
+// Inventory reports no failure domains.
+func (NopInventoryReader) Inventory(context.Context) (Inventory, error) { return Inventory{}, nil }
+
+// ImageResolver is an optional interface of a Client: a backend that finds, or imports,
+// a VMImage's source itself. Without it every image is ready on the Provider as its
+// source names it (ResolvedRef is the source's ref), which suits a backend that takes
+// image references as they are.
+type ImageResolver interface {
+	// ResolveImage finds, or imports, an image source on the backend. An import is
+	// started in the background and reported, with its progress, on later calls.
+	ResolveImage(ctx context.Context, img *Image) (ImageResult, error)
+}
+
+// Image is one VMImage's source for the Provider's class.
+type Image struct {
+	// Name is the VMImage's name.
+	Name string
+	// UID is the VMImage's UID.
+	UID types.UID
+	// Source is the image's source for the Provider's class.
+	Source banlieuev1.ImageSource
+}
+
+// ImageResult is an image's state on one Provider; it becomes that Provider's row in
+// the VMImage's status.perProvider.
+type ImageResult struct {
+	// Ready is true when VMs can be made from the image.
+	Ready bool
+	// ResolvedRef is the backend's own reference to the image, copied to machines.
+	ResolvedRef string
+	// Reason is a CamelCase word saying why the image is not ready.
+	Reason string
+	// Message says, for a person, why the image is not ready or how an import goes.
+	Message string
+	// InProgress is true while an import runs; the image is looked at again soon.
+	InProgress bool
+}
+
+// ImageResolverFunc adapts a function to an ImageResolver.
+type ImageResolverFunc func(ctx context.Context, img *Image) (ImageResult, error)
+
+// ResolveImage calls f.
+func (f ImageResolverFunc) ResolveImage(ctx context.Context, img *Image) (ImageResult, error) {
+	return f(ctx, img)
+}
+
+// NopImageResolver is an ImageResolver that reports every image ready, resolved to its
+// source's ref: the SDK's behaviour for a Client that is no ImageResolver.
+type NopImageResolver struct{}
+
+// ResolveImage reports the image ready, resolved to its source's ref.
+func (NopImageResolver) ResolveImage(_ context.Context, img *Image) (ImageResult, error) {
+	return ImageResult{Ready: true, ResolvedRef: img.Source.Ref}, nil
+}
+
+// GuestAddressReporter is an optional interface of a Client: a backend that can tell, in
+// one bounded call for the whole Provider, which of its VMs' guests report an address.
+//
+// Without it, the Reconciler looks at each running VM whose guest has reported no
+// address yet again and again, one backend round trip per VM per look, for about 25
+// minutes (WithGuestBackoff): a guest with no operating system or no agent never reports
+// one. With it, the Reconciler looks at such a VM only for a short window after it
+// starts (WithGuestWindow) and then stops; the Provider controller, on its periodic
+// inventory refresh, makes this one call when some Ready machine of the Provider has a
+// providerID but no address, and wakes exactly the machines whose VM now reports one. A
+// Provider of idle VMs then costs one call per refresh, whatever the number of VMs, and
+// none when every running machine has its address.
+type GuestAddressReporter interface {
+	// GuestsWithAddresses returns the providerIDs (as Observation.ProviderID reports
+	// them) of the Provider's VMs whose guests report at least one address that Observe
+	// would put in Observation.Addresses. VMs of other Providers may be included; they
+	// are ignored. It never changes the backend, and makes a bounded number of backend
+	// calls whatever the number of VMs.
+	GuestsWithAddresses(ctx context.Context) (map[string]bool, error)
+}
+
+// GuestAddressReporterFunc adapts a function to a GuestAddressReporter.
+type GuestAddressReporterFunc func(ctx context.Context) (map[string]bool, error)
+
+// GuestsWithAddresses calls f.
+func (f GuestAddressReporterFunc) GuestsWithAddresses(ctx context.Context) (map[string]bool, error) {
+	return f(ctx)
+}
+
+// NopGuestAddressReporter is a GuestAddressReporter whose VMs never report an address.
+type NopGuestAddressReporter struct{}
+
+// GuestsWithAddresses reports no VM.
+func (NopGuestAddressReporter) GuestsWithAddresses(context.Context) (map[string]bool, error) {
+	return map[string]bool{}, nil
+}
+
+// inventoryOf reads cl's inventory, or none when cl is no InventoryReader.
+func inventoryOf(ctx context.Context, cl Client) (Inventory, error) {
+	if r, ok := cl.(InventoryReader); ok {
+		return r.Inventory(ctx)
+	}
+	return NopInventoryReader{}.Inventory(ctx)
+}
+
+// resolveImage resolves img through cl, or as its source names it when cl is no
+// ImageResolver.
+func resolveImage(ctx context.Context, cl Client, img *Image) (ImageResult, error) {
+	if r, ok := cl.(ImageResolver); ok {
+		return r.ResolveImage(ctx, img)
+	}
+	return NopImageResolver{}.ResolveImage(ctx, img)
+}

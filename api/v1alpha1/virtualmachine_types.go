@@ -41,7 +41,8 @@ const (
 type Phase string
 
 const (
-	// PhasePending means the VM waits for its VMClass or VMImage to exist.
+	// PhasePending means the VM waits before it can be placed: for its VMClass or
+	// VMImage to exist, or, paused from its creation, to be unpaused.
 	PhasePending Phase = "Pending"
 	// PhaseScheduling means no placement has been found yet.
 	PhaseScheduling Phase = "Scheduling"

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
@@ -23,6 +24,10 @@ var MachineKind = banlieuev1.MachineKind{APIGroup: testv1.GroupVersion.Group, Ve
 
 // Address is the address every test VM reports.
 const Address = "192.0.2.10"
+
+// MissingTemplate is an image ref the test backend has no template for: Create refuses
+// a machine of it with a PermanentError (TemplateNotFound), as a real backend does.
+const MissingTemplate = "no-such-template"
 
 // VM is a backend VM of the test provider.
 type VM struct {
@@ -107,6 +112,9 @@ func (s *session) Observe(_ context.Context, m *providersdk.Machine) (providersd
 
 // Create makes the machine's VM unless it exists.
 func (s *session) Create(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
+	if m.Spec.Image.Ref == MissingTemplate {
+		return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "template %q does not exist", m.Spec.Image.Ref)
+	}
 	d := s.driver
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -135,8 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if vm.Spec.Paused {
 		ctrl.LoggerFrom(ctx).V(4).Info("VirtualMachine is paused")
-		r.metrics.record(vm)
-		return ctrl.Result{}, r.pauseMachine(ctx, vm)
+		return r.withStatus(ctx, vm, r.reconcilePaused)
 	}
 	return r.withStatus(ctx, vm, r.reconcileNormal)
 }
@@ -151,7 +150,7 @@ func (r *Reconciler) withStatus(ctx context.Context, vm *banlieuev1.VirtualMachi
 	stored := s.before
 	err := phase(ctx, s)
 	summarize(s)
-	if err == nil {
+	if err == nil && !s.paused {
 		vm.Status.ObservedGeneration = vm.Generation
 	}
 	steps := lifecycleEvents(stored, vm)

@@ -13,6 +13,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/test/provider"
 	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
 )
 
@@ -194,6 +195,7 @@ func TestMissingClassIsReported(t *testing.T) {
 		c := condition(vm, banlieuev1.VirtualMachineScheduledCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Reason).To(Equal(banlieuev1.VirtualMachineClassNotFoundReason))
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhasePending), "a VM waiting for its class is Pending")
 	})
 	// Creating the class later schedules the VM: the class watch finds it.
 	f.class("absent")
@@ -414,17 +416,70 @@ func TestDeletionWaitsForTheMachine(t *testing.T) {
 	f.g.Expect(f.machine("v")).To(BeNil())
 }
 
-func TestPausedVMIsLeftAlone(t *testing.T) {
+func TestPausedVMIsLeftAloneAndSaysSo(t *testing.T) {
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")
 	f.provider("p1", nil)
 	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = true })
+	got := f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		paused := condition(vm, banlieuev1.VirtualMachinePausedCondition)
+		g.Expect(paused).NotTo(BeNil(), "a paused VM has a Paused condition")
+		g.Expect(paused.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(paused.Message).To(ContainSubstring("spec.paused is true"))
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhasePending))
+		g.Expect(vm.Status.ObservedGeneration).To(BeZero(), "a paused VM was not reconciled")
+	})
 	time.Sleep(time.Second)
-	got := f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {})
+	got = f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {})
 	f.g.Expect(got.Status.Scheduled).To(BeNil())
 	f.g.Expect(f.machine("v")).To(BeNil())
 	f.update(vm, func() { vm.Spec.Paused = false })
 	f.scheduledOn("v", "p1", "")
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(condition(vm, banlieuev1.VirtualMachinePausedCondition).Status).To(Equal(metav1.ConditionFalse))
+	})
+}
+
+func TestAVMOnAPausedProviderSaysItIsPaused(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	p := f.provider("p1", nil)
+	f.vm("v", class, image)
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+		g.Expect(condition(vm, banlieuev1.VirtualMachinePausedCondition).Status).To(Equal(metav1.ConditionFalse))
+	})
+	f.update(p, func() { p.Spec.Paused = true })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		paused := condition(vm, banlieuev1.VirtualMachinePausedCondition)
+		g.Expect(paused.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(paused.Message).To(Equal("the infrastructure machine is paused: Provider " + f.ns + "/p1 is paused (spec.paused)"))
+	})
+	f.update(p, func() { p.Spec.Paused = false })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(condition(vm, banlieuev1.VirtualMachinePausedCondition).Status).To(Equal(metav1.ConditionFalse))
+	})
+}
+
+func TestAMachineWhoseProviderGaveUpMakesItsVMFailedUntilItIsFixed(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.update(image, func() { image.Spec.Sources[0].Ref = provider.MissingTemplate })
+	f.provider("p1", nil)
+	f.vm("v", class, image)
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseFailed))
+		ready := condition(vm, banlieuev1.ReadyCondition)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(infrav1.MachineTemplateNotFoundReason))
+		g.Expect(ready.Message).To(ContainSubstring(provider.MissingTemplate))
+	})
+	// The image's source is corrected: core writes the new ref to the machine, whose
+	// provider tries again, and the VM runs.
+	f.update(image, func() { image.Spec.Sources[0].Ref = "ubuntu-tpl" })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
 }
 
 func TestPausingAVMPausesItsMachineUntilItIsUnpaused(t *testing.T) {

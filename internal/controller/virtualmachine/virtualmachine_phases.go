@@ -46,6 +46,15 @@ type scope struct {
 	placed bool
 	// created is set once this reconcile created the VM's infrastructure machine.
 	created bool
+	// paused is set for a reconcile of a VM whose spec.paused is true: it marks the
+	// machine and says so, and does not advance observedGeneration.
+	paused bool
+	// machinePaused is the machine's Paused condition when it says True (its Provider
+	// is paused, say): the VM reports it as its own.
+	machinePaused *metav1.Condition
+	// machineFailed is set when the machine reports status.failureReason: its provider
+	// has given up until the spec changes, and the VM is Failed.
+	machineFailed bool
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
@@ -368,9 +377,12 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 	return r.mirror(ctx, s)
 }
 
-// pauseMachine marks the machine of the paused VM vm, so that its provider leaves the
-// backend VM alone until the VM is unpaused.
-func (r *Reconciler) pauseMachine(ctx context.Context, vm *banlieuev1.VirtualMachine) error {
+// reconcilePaused marks the machine of the paused VM, so that its provider leaves the
+// backend VM alone until the VM is unpaused. The VM's status says it is paused
+// (summarize) and is otherwise left as it was.
+func (r *Reconciler) reconcilePaused(ctx context.Context, s *scope) error {
+	s.paused = true
+	vm := s.vm
 	if vm.Status.InfrastructureRef == nil {
 		return nil
 	}
@@ -378,7 +390,6 @@ func (r *Reconciler) pauseMachine(ctx context.Context, vm *banlieuev1.VirtualMac
 	if err != nil {
 		return err
 	}
-	s := &scope{vm: vm}
 	if err := r.getMachine(ctx, s, gvk); err != nil {
 		return err
 	}
@@ -471,6 +482,10 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	vm.Status.Addresses = status.Addresses
 	vm.Status.Initialization = status.Initialization
 	vm.Status.ObservedPowerState = status.PowerState
+	s.machineFailed = status.FailureReason != ""
+	if p := meta.FindStatusCondition(status.Conditions, infrav1.MachinePausedCondition); p != nil && p.Status == metav1.ConditionTrue {
+		s.machinePaused = p
+	}
 	c := meta.FindStatusCondition(status.Conditions, banlieuev1.ReadyCondition)
 	switch cur := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition); {
 	case keepsProgress(cur, c):

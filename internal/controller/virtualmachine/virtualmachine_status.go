@@ -35,14 +35,27 @@ func summarize(s *scope) {
 	infraReady := meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition)
 	powerMatches := vm.Status.ObservedPowerState == vm.Spec.DesiredPowerState
 
+	setPaused(s)
 	switch {
 	case !vm.DeletionTimestamp.IsZero():
 		vm.Status.Phase = banlieuev1.PhaseDeleting
 		return // reconcileDelete owns Ready while deleting.
+	case s.paused:
+		// Left alone: the phase stays what it was, and Ready says what it said; a VM
+		// paused from its creation on waits, unplaced.
+		if vm.Status.Phase == "" {
+			vm.Status.Phase = banlieuev1.PhasePending
+			setCondition(vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachinePausedReason, "the VM is paused and not placed yet")
+		}
+		return
 	case s.migrating:
 		vm.Status.Phase = banlieuev1.PhaseMigrating
+	case vm.Status.Scheduled == nil && s.missingRef != nil:
+		vm.Status.Phase = banlieuev1.PhasePending
 	case vm.Status.Scheduled == nil:
 		vm.Status.Phase = banlieuev1.PhaseScheduling
+	case s.machineFailed:
+		vm.Status.Phase = banlieuev1.PhaseFailed
 	case !infraReady:
 		vm.Status.Phase = banlieuev1.PhaseProvisioning
 	case vm.Status.ObservedPowerState == banlieuev1.PowerStatePoweredOn:
@@ -73,6 +86,21 @@ func summarize(s *scope) {
 			fmt.Sprintf("the VM is %s, waiting for %s", powerOrUnknown(vm.Status.ObservedPowerState), vm.Spec.DesiredPowerState))
 	default:
 		setCondition(vm, banlieuev1.ReadyCondition, true, banlieuev1.VirtualMachineRunningReason, "")
+	}
+}
+
+// setPaused sets the VM's Paused condition: True while its spec.paused is, or while its
+// machine reports itself paused (its Provider is paused), False otherwise.
+func setPaused(s *scope) {
+	switch {
+	case s.paused:
+		setCondition(s.vm, banlieuev1.VirtualMachinePausedCondition, true, banlieuev1.VirtualMachinePausedReason,
+			"spec.paused is true: the VM and its infrastructure machine are left alone")
+	case s.machinePaused != nil:
+		setCondition(s.vm, banlieuev1.VirtualMachinePausedCondition, true, banlieuev1.VirtualMachinePausedReason,
+			"the infrastructure machine is paused: "+s.machinePaused.Message)
+	default:
+		setCondition(s.vm, banlieuev1.VirtualMachinePausedCondition, false, banlieuev1.VirtualMachineNotPausedReason, "")
 	}
 }
 

@@ -90,6 +90,7 @@ type memcloud struct {
 
 type memVM struct {
 	id, tag   string // tag holds the machine UID: the VM's identity
+	name      string // "<namespace>-<name>": unique on memcloud, as VM names often are
 	cpus      int32
 	memoryMiB int64
 	on        bool
@@ -157,7 +158,9 @@ func (c *memSession) Observe(_ context.Context, m *providersdk.Machine) (provide
 			return providersdk.Observation{}, providersdk.TaskFailed(m.Task, "memcloud forgot the task")
 		case left > 0:
 			c.b.tasks[m.Task.Ref] = left - 1 // the imaginary backend makes progress
-			return providersdk.Observation{Task: m.Task}, nil
+			// The clone is making the VM: it exists as far as the SDK is concerned, so
+			// a machine deleted meanwhile waits for it instead of leaving it behind.
+			return providersdk.Observation{Exists: true, Task: m.Task}, nil
 		}
 	}
 	vm := c.find(m)
@@ -197,9 +200,17 @@ func (c *memSession) Create(_ context.Context, m *providersdk.Machine, obs provi
 		return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason,
 			"template %q does not exist on memcloud", m.Spec.Image.Ref)
 	}
+	name := m.Namespace + "-" + m.Name
+	for _, vm := range c.b.vms {
+		if vm.name == name {
+			// Not the machine's (Observe found none with its tag): never take it over.
+			return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineNameConflictReason,
+				"a VM named %q exists on memcloud and is not this machine's; rename or remove it", name)
+		}
+	}
 	c.b.next++
 	id := fmt.Sprintf("vm-%d", c.b.next)
-	c.b.vms[id] = &memVM{id: id, tag: string(m.UID), cpus: m.Spec.Hardware.CPUs, memoryMiB: m.Spec.Hardware.MemoryMiB,
+	c.b.vms[id] = &memVM{id: id, tag: string(m.UID), name: name, cpus: m.Spec.Hardware.CPUs, memoryMiB: m.Spec.Hardware.MemoryMiB,
 		on: m.DesiredPower() != banlieuev1.PowerStatePoweredOff}
 	task := "task-" + id
 	c.b.tasks[task] = 1
@@ -321,7 +332,7 @@ func ExampleDriver() {
 	fmt.Println("create started task:", res.Task.Ref, res.Task.Operation)
 	m.Task = res.Task // the Reconciler records it in status.task and hands it back
 	obs, _ = cl.Observe(ctx, m)
-	fmt.Println("poll, still in flight:", obs.Task.InFlight())
+	fmt.Println("poll, still in flight:", obs.Task.InFlight(), "exists:", obs.Exists)
 	obs, _ = cl.Observe(ctx, m)
 	m.Task = obs.Task
 	fmt.Println("poll, done:", obs.Exists, obs.UpToDate, obs.ProviderID, obs.PowerState)
@@ -346,7 +357,7 @@ func ExampleDriver() {
 	// wrong token, unauthorized: true
 	// before create, exists: false
 	// create started task: task-vm-1 clone
-	// poll, still in flight: true
+	// poll, still in flight: true exists: true
 	// poll, done: true true memcloud://vm-1 PoweredOn
 	// create again starts nothing: true
 	// powered-off asked, up to date: false

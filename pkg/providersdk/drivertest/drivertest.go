@@ -1,0 +1,357 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// Backend is what a driver's conformance test gives the kit: the driver, Providers on
+// its backend (the simulator or daemon the test started), machines it can make VMs
+// for, and ways to look at the backend from outside the driver, so that the kit
+// never takes the driver's word for what the backend holds.
+type Backend struct {
+	// Driver is the driver under test.
+	Driver providersdk.Driver
+	// Provider connects to the backend with valid credentials.
+	Provider providersdk.ProviderInfo
+	// Unreachable names an endpoint where nothing answers (a closed loopback port).
+	Unreachable providersdk.ProviderInfo
+	// Unauthorized carries credentials the backend refuses; nil for a backend that
+	// takes none (libvirt on a local socket), whose Case says so.
+	Unauthorized *providersdk.ProviderInfo
+	// NewMachine returns a machine, with a fresh UID, name and namespace, that the
+	// backend can make a VM for.
+	NewMachine func(t *testing.T) *providersdk.Machine
+	// MissingImage changes a machine so that its image does not exist on the backend.
+	MissingImage func(m *providersdk.Machine)
+	// Count returns how many backend VMs carry the machine's identity, read with the
+	// backend's own API, not the driver's.
+	Count func(t *testing.T, m *providersdk.Machine) int
+	// Snapshot describes the backend's whole state (VMs, their configuration and power,
+	// volumes, tasks), so that any change to the backend changes the description.
+	Snapshot func(t *testing.T) string
+	// Impostor makes, with the backend's own API, a VM that looks like the machine's by
+	// one of the keys the driver finds VMs by (its name, its UUID, its tag) but belongs
+	// to someone else; it returns a check that the impostor is still there, unchanged.
+	Impostor func(t *testing.T, m *providersdk.Machine) (intact func() bool)
+	// Timeout bounds each wait for the backend; a minute when zero.
+	Timeout time.Duration
+}
+
+// Run checks the behaviours every driver must show against its backend, each as a
+// subtest: create is idempotent; a create after a crash mid-create adopts what the
+// first one made; delete of a missing VM succeeds and leaves nothing; observe never
+// changes the backend; a VM of another identity is never touched; and the typed
+// errors: unreachable, unauthorized, permanent, in flight.
+func Run(t *testing.T, b Backend) {
+	t.Helper()
+	if b.Timeout == 0 {
+		b.Timeout = time.Minute
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, &b) })
+	}
+}
+
+// cases are the behaviours Run checks, in order.
+var cases = []struct {
+	name string
+	run  func(t *testing.T, b *Backend)
+}{
+	{"create is idempotent", createIsIdempotent},
+	{"create after a crash mid-create adopts the VM", crashMidCreateAdopts},
+	{"delete of a missing VM succeeds", deleteOfMissingSucceeds},
+	{"observe never changes the backend", observeChangesNothing},
+	{"a VM of another identity is never touched", impostorIsLeftAlone},
+	{"an unreachable backend is an Unreachable error", unreachableIsTyped},
+	{"rejected credentials are an Unauthorized error", unauthorizedIsTyped},
+	{"a missing image is a Permanent error", missingImageIsPermanent},
+	{"a task in flight is reported, and the VM exists meanwhile", taskInFlightIsReported},
+}
+
+func createIsIdempotent(t *testing.T, b *Backend) {
+	cl := b.connect(t)
+	m := b.NewMachine(t)
+	t.Cleanup(func() { b.remove(t, cl, m) })
+	b.converge(t, cl, m)
+	// The SDK never calls Create for a VM that exists; a driver still must not make a
+	// second one when it is called so.
+	obs := b.observe(t, cl, m)
+	if _, err := cl.Create(b.ctx(t), m, obs); err != nil && !providersdk.IsInFlight(err) {
+		t.Fatalf("Create of an existing VM failed: %v", err)
+	}
+	b.converge(t, cl, m)
+	if n := b.Count(t, m); n != 1 {
+		t.Errorf("the backend holds %d VMs of the machine after two creates, want 1", n)
+	}
+}
+
+func crashMidCreateAdopts(t *testing.T, b *Backend) {
+	first := b.connect(t)
+	m := b.NewMachine(t)
+	t.Cleanup(func() { b.remove(t, b.connect(t), m) })
+	obs := b.observe(t, first, m)
+	if _, err := first.Create(b.ctx(t), m, obs); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	// The process dies here: whatever task Create started is never recorded, and its
+	// session is gone. A successor starts from the machine as stored.
+	m.Task = providersdk.Task{}
+	b.converge(t, b.connect(t), m)
+	if n := b.Count(t, m); n != 1 {
+		t.Errorf("the backend holds %d VMs of the machine after a crash mid-create, want 1", n)
+	}
+}
+
+func deleteOfMissingSucceeds(t *testing.T, b *Backend) {
+	cl := b.connect(t)
+	m := b.NewMachine(t)
+	obs := b.observe(t, cl, m)
+	if obs.Exists {
+		t.Fatalf("a new machine's VM exists: %+v", obs)
+	}
+	if _, err := cl.Delete(b.ctx(t), m, obs); err != nil {
+		t.Errorf("Delete of a VM that never existed failed: %v", err)
+	}
+	b.converge(t, cl, m)
+	b.remove(t, cl, m)
+	// Gone: Delete is called once more, as a provider that restarted mid-delete would.
+	if _, err := cl.Delete(b.ctx(t), m, b.observe(t, cl, m)); err != nil {
+		t.Errorf("Delete of a VM already deleted failed: %v", err)
+	}
+	if n := b.Count(t, m); n != 0 {
+		t.Errorf("the backend holds %d VMs of the deleted machine, want 0", n)
+	}
+}
+
+func observeChangesNothing(t *testing.T, b *Backend) {
+	cl := b.connect(t)
+	present, absent := b.NewMachine(t), b.NewMachine(t)
+	t.Cleanup(func() { b.remove(t, cl, present) })
+	b.converge(t, cl, present)
+	before := b.Snapshot(t)
+	for range 3 {
+		b.observe(t, cl, present)
+		b.observe(t, cl, absent)
+	}
+	if after := b.Snapshot(t); after != before {
+		t.Errorf("Observe changed the backend:\nbefore: %s\nafter:  %s", before, after)
+	}
+}
+
+func impostorIsLeftAlone(t *testing.T, b *Backend) {
+	cl := b.connect(t)
+	m := b.NewMachine(t)
+	intact := b.Impostor(t, m)
+	err := b.tryConverge(t, cl, m)
+	if !providersdk.IsPermanent(err) {
+		t.Errorf("making the VM beside an impostor ended with %v, want a Permanent error (a name conflict or an identity mismatch)", err)
+	}
+	// The machine is deleted: the impostor is still not its VM to delete.
+	_ = b.tryRemove(t, cl, m)
+	if !intact() {
+		t.Error("the impostor VM was changed or deleted")
+	}
+}
+
+func unreachableIsTyped(t *testing.T, b *Backend) {
+	cl, err := b.Driver.Connect(b.ctx(t), b.Unreachable)
+	if err == nil {
+		// A driver may connect lazily; its first call must then say so.
+		_, err = cl.Observe(b.ctx(t), b.NewMachine(t))
+	}
+	if !providersdk.IsUnreachable(err) {
+		t.Errorf("an unreachable backend gave %v, want an Unreachable error", err)
+	}
+}
+
+func unauthorizedIsTyped(t *testing.T, b *Backend) {
+	if b.Unauthorized == nil {
+		t.Log("the backend takes no credentials: nothing can be rejected")
+		return
+	}
+	cl, err := b.Driver.Connect(b.ctx(t), *b.Unauthorized)
+	if err == nil {
+		_, err = cl.Observe(b.ctx(t), b.NewMachine(t))
+	}
+	if !providersdk.IsUnauthorized(err) {
+		t.Errorf("rejected credentials gave %v, want an Unauthorized error", err)
+	}
+}
+
+func missingImageIsPermanent(t *testing.T, b *Backend) {
+	cl := b.connect(t)
+	m := b.NewMachine(t)
+	b.MissingImage(m)
+	t.Cleanup(func() { _ = b.tryRemove(t, cl, m) })
+	if err := b.tryConverge(t, cl, m); !providersdk.IsPermanent(err) {
+		t.Errorf("a machine of a missing image ended with %v, want a Permanent error", err)
+	}
+	if n := b.Count(t, m); n != 0 {
+		t.Errorf("the backend holds %d VMs of a machine whose image is missing, want 0", n)
+	}
+}
+
+func taskInFlightIsReported(t *testing.T, b *Backend) {
+	cl := b.connect(t)
+	m := b.NewMachine(t)
+	t.Cleanup(func() { b.remove(t, cl, m) })
+	res, err := cl.Create(b.ctx(t), m, b.observe(t, cl, m))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if !res.Task.InFlight() {
+		t.Log("Create is synchronous: no task to report")
+		b.converge(t, cl, m)
+		return
+	}
+	m.Task = res.Task
+	obs := b.observe(t, cl, m)
+	if obs.Task.InFlight() && !obs.Exists {
+		t.Errorf("Observe reports task %s in flight and no VM: a machine deleted now would leave the VM the task makes", obs.Task.Ref)
+	}
+	if !obs.Task.InFlight() && !obs.Exists {
+		t.Errorf("Observe after task %s reports neither the task nor the VM", res.Task.Ref)
+	}
+	b.converge(t, cl, m)
+}
+
+// connect opens a session with the valid Provider.
+func (b *Backend) connect(t *testing.T) providersdk.Client {
+	t.Helper()
+	cl, err := b.Driver.Connect(b.ctx(t), b.Provider)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
+	return cl
+}
+
+// ctx bounds one call.
+func (b *Backend) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// observe calls Observe and fails the test on an error.
+func (b *Backend) observe(t *testing.T, cl providersdk.Client, m *providersdk.Machine) providersdk.Observation {
+	t.Helper()
+	obs, err := cl.Observe(b.ctx(t), m)
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	return obs
+}
+
+// converge drives the machine's VM to match its spec, and fails the test when it
+// cannot.
+func (b *Backend) converge(t *testing.T, cl providersdk.Client, m *providersdk.Machine) {
+	t.Helper()
+	if err := b.tryConverge(t, cl, m); err != nil {
+		t.Fatalf("the VM did not converge: %v", err)
+	}
+}
+
+// remove drives the machine's VM away, and fails the test when it cannot.
+func (b *Backend) remove(t *testing.T, cl providersdk.Client, m *providersdk.Machine) {
+	t.Helper()
+	if err := b.tryRemove(t, cl, m); err != nil {
+		t.Errorf("the VM was not deleted: %v", err)
+	}
+}
+
+// errTimeout says the backend did not settle within Backend.Timeout.
+var errTimeout = errors.New("timed out")
+
+// tryConverge does what the SDK's Reconciler does for a machine, with the Observation
+// handed on and tasks recorded as status.task records them, until the VM exists and is
+// up to date. It returns the first error that is neither in flight nor a task in
+// progress: a Permanent one, say.
+func (b *Backend) tryConverge(t *testing.T, cl providersdk.Client, m *providersdk.Machine) error {
+	t.Helper()
+	return b.loop(t, func(ctx context.Context) (bool, error) {
+		obs, err := cl.Observe(ctx, m)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case obs.Task.InFlight():
+			record(m, obs.Task)
+			return false, nil
+		case !obs.Exists:
+			res, err := cl.Create(ctx, m, obs)
+			record(m, res.Task)
+			return false, err
+		case !obs.UpToDate:
+			res, err := cl.Update(ctx, m, obs)
+			record(m, res.Task)
+			return false, err
+		}
+		record(m, providersdk.Task{})
+		return true, nil
+	})
+}
+
+// tryRemove does what the SDK's Reconciler does for a deleted machine, until its VM is
+// gone.
+func (b *Backend) tryRemove(t *testing.T, cl providersdk.Client, m *providersdk.Machine) error {
+	t.Helper()
+	return b.loop(t, func(ctx context.Context) (bool, error) {
+		obs, err := cl.Observe(ctx, m)
+		switch {
+		case err != nil:
+			return false, err
+		case obs.Task.InFlight():
+			record(m, obs.Task)
+			return false, nil
+		case !obs.Exists:
+			record(m, providersdk.Task{})
+			return true, nil
+		}
+		res, err := cl.Delete(ctx, m, obs)
+		record(m, res.Task)
+		return false, err
+	})
+}
+
+// loop runs step until it reports done, waiting a little between steps while a task is
+// in flight, and retrying the errors the SDK retries (in flight, a failed task).
+func (b *Backend) loop(t *testing.T, step func(ctx context.Context) (bool, error)) error {
+	t.Helper()
+	deadline := time.Now().Add(b.Timeout)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
+		done, err := step(ctx)
+		cancel()
+		var failed *providersdk.TaskFailedError
+		switch {
+		case done:
+			return nil
+		case err == nil, providersdk.IsInFlight(err):
+		case errors.As(err, &failed):
+			t.Logf("a backend task failed and is retried, as the SDK does: %v", err)
+		default:
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%w after %s", errTimeout, b.Timeout)
+}
+
+// record keeps task as the machine's status.task, as the Reconciler does: the start
+// time is the first time it is seen, and stays while it is the same task.
+func record(m *providersdk.Machine, task providersdk.Task) {
+	switch {
+	case !task.InFlight():
+		m.Task = providersdk.Task{}
+	case task.Ref != m.Task.Ref || task.Operation != m.Task.Operation:
+		task.StartedAt = time.Now()
+		m.Task = task
+	}
+}

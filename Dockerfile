@@ -1,5 +1,7 @@
 # The banlieue image: one static binary, 'banlieue', that runs the core controller
-# ('banlieue controller') and each provider ('banlieue provider <class>').
+# ('banlieue controller') and each provider ('banlieue provider <class>'). It is the
+# production build: without the build tag dev it links no simulator and has no 'dev'
+# or 'sim' command (test/install checks both).
 #
 # `docker build -t banlieue:dev .` on a machine with a container runtime. banlieue's CI
 # has none and reaches no image registry, so test/install runs this file's build step

@@ -43,8 +43,9 @@ fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet, on the production build and on the development build's wiring (-tags dev).
 	go vet ./...
+	go vet -tags dev ./cmd/... ./internal/cli/...
 
 .PHONY: lint
 lint: ## Run golangci-lint.
@@ -98,8 +99,12 @@ sim-proxmox: build ## Run a simulated Proxmox VE cluster on 127.0.0.1:8006 (toke
 	exec bin/banlieue sim proxmox
 
 .PHONY: build
-build: ## Build bin/banlieue.
-	go build -o bin/banlieue ./cmd/banlieue
+build: ## Build bin/banlieue, the development build: the production commands plus dev and sim (-tags dev).
+	go build -tags dev -o bin/banlieue ./cmd/banlieue
+
+.PHONY: build-release
+build-release: ## Build bin/banlieue-release as the Dockerfile does: controller and provider only, no simulator.
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/banlieue-release ./cmd/banlieue
 
 .PHONY: dev
 dev: build ## Run a local control plane with banlieue and simulated backends, ready for kubectl apply.

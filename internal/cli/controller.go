@@ -2,6 +2,8 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/banlieue/banlieue/internal/wiring"
 )
 
 func newControllerCommand() *cobra.Command {
@@ -15,7 +17,7 @@ func newControllerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := setupCore(cmd.Context(), mgr); err != nil {
+			if err := wiring.SetupCore(cmd.Context(), mgr); err != nil {
 				return err
 			}
 			return mgr.Start(cmd.Context())

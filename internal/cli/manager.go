@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/banlieue/banlieue/internal/wiring"
 )
 
 // managerFlags are the flags every long-running banlieue controller process takes.
@@ -34,7 +36,7 @@ func (m *managerFlags) newManager(leaderID string) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to load the kubeconfig: %w", err)
 	}
-	scheme, err := newScheme()
+	scheme, err := wiring.Scheme()
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,55 @@ func TestTheDockerfileBuildsAStaticBinaryForADistrolessImage(t *testing.T) {
 	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
 		t.Errorf("the binary links %v (%v); it must be static", libs, err)
 	}
+
+	// The production binary carries no simulator: no dev or sim command, and none of
+	// the development build's packages.
+	help, err := exec.Command(filepath.Join(out, "banlieue"), "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("banlieue --help: %v\n%s", err, help)
+	}
+	for l := range strings.Lines(string(help)) {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == "dev" || f[0] == "sim") {
+			t.Errorf("the image's binary has the development command %q", f[0])
+		}
+	}
+	deps := exec.Command("go", "list", "-deps", "./cmd/banlieue")
+	deps.Dir, deps.Env = testenv.RepoPath("."), cmd.Env
+	list, err := deps.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/banlieue: %v", err)
+	}
+	for pkg := range strings.Lines(string(list)) {
+		pkg = strings.TrimSpace(pkg)
+		if slices.Contains(developmentOnly, pkg) || strings.HasPrefix(pkg, "github.com/banlieue/banlieue/sim/") {
+			t.Errorf("the image's binary links %s, which only the development build (-tags dev) needs", pkg)
+		}
+	}
+}
+
+// developmentOnly are packages of the development build that the production binary
+// must not link: the simulators and the local control plane.
+var developmentOnly = []string{
+	"github.com/vmware/govmomi/simulator",
+	"sigs.k8s.io/controller-runtime/pkg/envtest",
+	"github.com/banlieue/banlieue/internal/devenv",
+	"github.com/banlieue/banlieue/internal/cli/devcmd",
+}
+
+// TestTheDevelopmentBuildHasDevAndSim builds cmd/banlieue as make build does (-tags dev)
+// and checks it has the commands the README's walkthrough uses.
+func TestTheDevelopmentBuildHasDevAndSim(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "banlieue")
+	build := exec.Command("go", "build", "-tags", "dev", "-o", bin, "./cmd/banlieue")
+	build.Dir = testenv.RepoPath(".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags dev: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"dev", "--help"}, {"sim", "vsphere", "--help"}, {"sim", "proxmox", "--help"}} {
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Errorf("banlieue %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 }
 
 // TestTheBuildContextLeavesOutWhatTheImageDoesNotNeed keeps .git and local binaries out

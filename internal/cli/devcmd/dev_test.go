@@ -1,4 +1,4 @@
-package cli
+package devcmd
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/banlieue/banlieue/sim/libvirtd"
@@ -27,8 +28,9 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := newRootCommand()
-	cmd.SetArgs([]string{"dev", "--assets", assets, "--dir", dir, "--crds", filepath.Join("..", "..", "config", "crd", "bases")})
+	cmd := &cobra.Command{Use: "banlieue", SilenceUsage: true}
+	cmd.AddCommand(Commands()...)
+	cmd.SetArgs([]string{"dev", "--assets", assets, "--dir", dir, "--crds", filepath.Join("..", "..", "..", "config", "crd", "bases")})
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 
@@ -57,7 +59,7 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 		}
 		return string(out)
 	}
-	kubectl("apply", "-f", filepath.Join("..", "..", "examples"))
+	kubectl("apply", "-f", filepath.Join("..", "..", "..", "examples"))
 	jsonpath := func(path string) string {
 		return kubectl("get", "vm", "db-prod-01", "-o", "jsonpath="+path)
 	}

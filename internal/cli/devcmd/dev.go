@@ -1,4 +1,4 @@
-package cli
+package devcmd
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/banlieue/banlieue/internal/devenv"
+	"github.com/banlieue/banlieue/internal/wiring"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
@@ -42,7 +43,7 @@ func newDevCommand() *cobra.Command {
 			}
 			defer backends.Stop()
 
-			scheme, err := newScheme()
+			scheme, err := wiring.Scheme()
 			if err != nil {
 				return err
 			}
@@ -50,7 +51,7 @@ func newDevCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("failed to create the manager: %w", err)
 			}
-			if err := setupCore(cmd.Context(), mgr); err != nil {
+			if err := wiring.SetupCore(cmd.Context(), mgr); err != nil {
 				return err
 			}
 			for _, config := range backends.ProviderConfigs() {

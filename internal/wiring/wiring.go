@@ -1,0 +1,39 @@
+// Package wiring assembles banlieue's processes: the scheme every manager uses and the
+// one place the core controller is registered, shared by the production commands
+// (internal/cli) and the development ones (internal/cli/devcmd), so that 'banlieue dev'
+// runs exactly the controllers a cluster runs.
+package wiring
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
+)
+
+// Scheme returns a scheme with Kubernetes' built-in types and banlieue's APIs.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, banlieuev1.AddToScheme, infrav1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("failed to build the scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// SetupCore registers the core controller with mgr. Give the Reconciler any new
+// dependency (a Recorder, options) here.
+func SetupCore(ctx context.Context, mgr ctrl.Manager) error {
+	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 10}); err != nil {
+		return fmt.Errorf("failed to set up the VirtualMachine controller: %w", err)
+	}
+	return nil
+}

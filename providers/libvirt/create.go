@@ -1,92 +1,78 @@
 package libvirt
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/digitalocean/go-libvirt"
-	"libvirt.org/go/libvirtxml"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt/host"
 )
-
-const gib = 1 << 30
 
 // Create makes the machine's volumes (a qcow2 overlay on the image for the first disk,
 // blank volumes for the others, the NoCloud seed when the machine has user data), then
-// defines the domain and starts it unless the machine asks for PoweredOff. Every step
-// finds what an earlier, interrupted Create made and keeps it, so a provider that
-// crashed mid-create never makes a second domain or volume.
+// defines the domain and starts it unless the machine asks for PoweredOff. obs, from
+// Observe, says no domain exists; yet every step finds what an earlier, interrupted
+// Create made and keeps it (volumes by name, the domain by UUID when it is defined), so
+// a provider that crashed mid-create never makes a second domain or volume.
 func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
-	ds, err := s.findDomain(ctx, m)
-	if err != nil || ds != nil {
-		return providersdk.CreateResult{}, err // an existing domain is Update's to start
+	id, err := machineUUID(m)
+	if err != nil {
+		return providersdk.CreateResult{}, err
 	}
 	h, err := s.hostInfo(ctx)
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
 	opts := &infrav1.LibvirtOptions{}
-	if m.Object != nil {
-		if err := m.SpecField("libvirt", opts); err != nil {
-			return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineFailedReason, "%s", err.Error())
-		}
-	}
-	spec := s.domainSpec(m, opts, h)
-	err = s.do(ctx, "CreateVolumes", "create the volumes of domain "+spec.name, func(l *libvirt.Libvirt) error {
-		for i, d := range machineDisks(m) {
-			if err := s.ensureDisk(l, m, i, d, spec.disks[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := m.Options("libvirt", opts); err != nil {
 		return providersdk.CreateResult{}, err
+	}
+	spec := s.domainSpec(m, id, opts, h)
+	for i, d := range machineDisks(m) {
+		if err := s.ensureDisk(ctx, m, i, d, spec.Disks[i]); err != nil {
+			return providersdk.CreateResult{}, err
+		}
 	}
 	if err := s.hook("volumes"); err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	if spec.seed != nil {
+	if spec.Seed != nil {
 		iso, err := buildSeedISO(seed{userData: m.UserData, instanceID: string(m.UID), hostname: guestHostname(m.Name)})
 		if err != nil {
 			return providersdk.CreateResult{}, err
 		}
-		if err := s.do(ctx, "UploadSeed", "upload the seed of domain "+spec.name, func(l *libvirt.Libvirt) error {
-			return uploadVolume(l, *spec.seed, iso, "raw")
-		}); err != nil {
+		if err := s.host.UploadVolume(ctx, *spec.Seed, iso, "raw"); err != nil {
 			return providersdk.CreateResult{}, err
 		}
 	}
-	x, err := buildDomain(spec)
-	if err != nil {
-		return providersdk.CreateResult{}, fmt.Errorf("failed to render the domain XML: %w", err)
+	dom, err := s.host.DefineDomain(ctx, spec)
+	var inUse *host.NameInUseError
+	if errors.As(err, &inUse) {
+		return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineNameConflictReason,
+			"a domain named %q already exists on the host and is not this machine's (its UUID is %s); rename or remove it",
+			inUse.Name, inUse.UUID)
 	}
-	err = s.do(ctx, "DefineDomain", "define and start domain "+spec.name, func(l *libvirt.Libvirt) error {
-		dom, err := l.DomainDefineXMLFlags(x, 0)
-		if err != nil {
-			if other, lerr := l.DomainLookupByName(spec.name); lerr == nil && uuidString(other.UUID) != spec.uuid {
-				return providersdk.Permanent(infrav1.MachineNameConflictReason,
-					"a domain named %q already exists on the host and is not this machine's (its UUID is %s); rename or remove it",
-					spec.name, uuidString(other.UUID))
-			}
-			return err
-		}
-		if err := s.hook("defined"); err != nil {
-			return err
-		}
-		if desiredPower(m) == banlieuev1.PowerStatePoweredOff {
-			return nil
-		}
-		return l.DomainCreate(dom)
-	})
-	return providersdk.CreateResult{}, err
+	if err != nil {
+		return providersdk.CreateResult{}, err
+	}
+	// The domain may be one an interrupted Create defined: it must be the machine's.
+	if err := checkIdentity(m, dom); err != nil {
+		return providersdk.CreateResult{}, err
+	}
+	res := providersdk.CreateResult{Details: &infrav1.LibvirtStatus{DomainUUID: dom.UUID, DomainName: dom.Name, Volumes: dom.Metadata.Volumes}}
+	if err := s.hook("defined"); err != nil {
+		return res, err
+	}
+	if m.DesiredPower() == banlieuev1.PowerStatePoweredOff || dom.State != host.StateShutoff {
+		return res, nil // one an interrupted Create started already runs
+	}
+	return res, s.host.Start(ctx, dom)
 }
 
 // machineDisks are the machine's disks; a machine whose class has none gets one boot
@@ -106,50 +92,55 @@ func (s *session) hook(stage string) error {
 	return s.driver.createHook(stage)
 }
 
-// domainSpec plans the machine's domain: names, hardware, volumes and NICs.
-func (s *session) domainSpec(m *providersdk.Machine, opts *infrav1.LibvirtOptions, h *hostInfo) domainSpec {
-	spec := domainSpec{
-		name:        domainName(m.Namespace, m.Name),
-		uuid:        string(m.UID),
-		domainType:  h.domainType,
-		arch:        h.arch,
-		machineType: opts.MachineType,
-		cpuMode:     opts.CPUMode,
-		cpus:        uint(max(m.Spec.Hardware.CPUs, 1)),
-		memoryMiB:   uint(max(m.Spec.Hardware.MemoryMiB, 64)),
-		firmware:    m.Spec.Hardware.Firmware,
-		meta:        machineMetadata{UID: string(m.UID), Namespace: m.Namespace, Name: m.Name},
+// domainSpec plans the machine's domain, whose UUID is id: names, hardware, volumes
+// and NICs.
+func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.LibvirtOptions, h *hostInfo) host.DomainSpec {
+	spec := host.DomainSpec{
+		Name:        domainName(m.Namespace, m.Name),
+		UUID:        id,
+		Type:        h.domainType,
+		Arch:        h.arch,
+		MachineType: opts.MachineType,
+		CPUMode:     opts.CPUMode,
+		CPUs:        uint(max(m.Spec.Hardware.CPUs, 1)),
+		MemoryMiB:   uint(max(m.Spec.Hardware.MemoryMiB, 64)),
+		EFI:         m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFI || m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFISecure,
+		SecureBoot:  m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFISecure,
+		Metadata:    &host.Metadata{UID: string(m.UID), Namespace: m.Namespace, Name: m.Name},
 	}
-	if spec.machineType == "" && (h.domainType == "kvm" || h.domainType == "qemu") {
+	if spec.MachineType == "" && (h.domainType == "kvm" || h.domainType == "qemu") {
 		// q35 has the SATA controller the seed CD-ROM sits on, and the SMM Secure Boot needs.
-		spec.machineType = "q35"
+		spec.MachineType = "q35"
 	}
 	for i, d := range machineDisks(m) {
-		pool := s.diskPool(d, i, opts)
-		v := diskDevice{vol: volumeRef{pool: pool, name: string(m.UID) + "-" + d.Name + ".qcow2"}, format: "qcow2"}
-		spec.disks = append(spec.disks, v)
-		spec.meta.Volumes = append(spec.meta.Volumes, v.vol.String())
+		disk := host.Disk{Volume: host.VolumeRef{Pool: s.diskPool(d, i, opts), Name: volumeName(m, d.Name+".qcow2")}, Format: "qcow2"}
+		spec.Disks = append(spec.Disks, disk)
+		spec.Metadata.Volumes = append(spec.Metadata.Volumes, disk.Volume.String())
 	}
 	if m.Spec.UserData != nil {
 		pool := s.defaultPool()
-		if len(spec.disks) > 0 {
-			pool = spec.disks[0].vol.pool
+		if len(spec.Disks) > 0 {
+			pool = spec.Disks[0].Volume.Pool
 		}
-		spec.seed = &volumeRef{pool: pool, name: string(m.UID) + "-cidata.iso"}
-		spec.meta.Volumes = append(spec.meta.Volumes, spec.seed.String())
+		spec.Seed = &host.VolumeRef{Pool: pool, Name: volumeName(m, "cidata.iso")}
+		spec.Metadata.Volumes = append(spec.Metadata.Volumes, spec.Seed.String())
 	}
 	for _, n := range m.Spec.Interfaces {
-		nic := nicDevice{network: n.Target[TargetNetwork], bridge: n.Target[TargetBridge], mtu: uint(max(n.MTU, 0))}
-		if nic.network == "" && nic.bridge == "" {
-			nic.network = s.params[ParamNetwork]
-			if nic.network == "" {
-				nic.network = "default"
+		nic := host.NIC{Network: n.Target[TargetNetwork], Bridge: n.Target[TargetBridge], MTU: uint(max(n.MTU, 0))}
+		if nic.Network == "" && nic.Bridge == "" {
+			nic.Network = s.params[ParamNetwork]
+			if nic.Network == "" {
+				nic.Network = "default"
 			}
 		}
-		spec.nics = append(spec.nics, nic)
+		spec.NICs = append(spec.NICs, nic)
 	}
 	return spec
 }
+
+// volumeName is the name of a volume made for the machine: "<machine UID>-<suffix>",
+// which Delete's sweep finds even when no domain lists it.
+func volumeName(m *providersdk.Machine, suffix string) string { return string(m.UID) + "-" + suffix }
 
 // diskPool is the pool of disk i: its storage class's pool, the machine's storagePool
 // for the boot disk, the Provider's pool parameter, or "default".
@@ -182,187 +173,61 @@ func domainName(namespace, name string) string {
 	return strings.TrimRight(n[:91], "-.") + "-" + hex.EncodeToString(sum[:4])
 }
 
-// uuidString formats a libvirt UUID.
-func uuidString(u libvirt.UUID) string {
-	h := hex.EncodeToString(u[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
 // ensureDisk makes disk i of the machine unless it exists: the first disk as an overlay
-// on (or, in pools that cannot back a volume with another, a copy of) the image, the
-// others blank.
-func (s *session) ensureDisk(l *libvirt.Libvirt, m *providersdk.Machine, i int, d infrav1.MachineDisk, dev diskDevice) error {
-	pool, err := l.StoragePoolLookupByName(dev.vol.pool)
-	if err != nil {
-		if isCode(err, libvirt.ErrNoStoragePool) {
-			return providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "storage pool %q of disk %q does not exist on the host", dev.vol.pool, d.Name)
-		}
+// on (or, in pools that cannot back a volume with another, a copy of) the image, sized
+// by the class or else the image; the others blank, preallocated when thick.
+func (s *session) ensureDisk(ctx context.Context, m *providersdk.Machine, i int, d infrav1.MachineDisk, disk host.Disk) error {
+	_, err := s.host.Volume(ctx, disk.Volume)
+	switch {
+	case err == nil:
+		return nil // made by an earlier, interrupted Create
+	case host.IsNotFoundKind(err, host.KindPool):
+		return providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "storage pool %q of disk %q does not exist on the host", disk.Volume.Pool, d.Name)
+	case !host.IsNotFound(err):
 		return err
 	}
-	if _, err := l.StorageVolLookupByName(pool, dev.vol.name); err == nil {
-		return nil
-	} else if !isCode(err, libvirt.ErrNoStorageVol) {
-		return err
-	}
-	want := uint64(max(d.SizeGiB, 0)) * gib
-	vol := &libvirtxml.StorageVolume{
-		Name:     dev.vol.name,
-		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: want},
-		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: dev.format}},
-	}
-	if d.Provisioning == banlieuev1.DiskProvisioningThick || d.Provisioning == banlieuev1.DiskProvisioningEagerZeroed {
-		vol.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: want}
-	} else {
-		vol.Allocation = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 0}
+	spec := host.VolumeSpec{
+		Volume:      disk.Volume,
+		Format:      disk.Format,
+		Capacity:    int64(max(d.SizeGiB, 0)) * providersdk.GiB,
+		Preallocate: d.Provisioning == banlieuev1.DiskProvisioningThick || d.Provisioning == banlieuev1.DiskProvisioningEagerZeroed,
 	}
 	if i > 0 {
-		return createVolume(l, pool, vol, nil)
+		return s.host.CreateVolume(ctx, spec)
 	}
-	img, imgVol, err := s.imageVolume(l, m)
+	img, err := s.imageVolume(ctx, m)
 	if err != nil {
 		return err
 	}
 	if d.SizeGiB == 0 {
-		want = img.Capacity.Value
-		vol.Capacity.Value = want
+		spec.Capacity = img.Capacity
 	}
-	if want < img.Capacity.Value {
+	if spec.Capacity < img.Capacity {
 		return providersdk.Permanent(infrav1.MachineDiskShrinkNotSupportedReason,
-			"the image is %d GiB, larger than the %d GiB disk %q asks for; disks cannot shrink", img.Capacity.Value/gib, d.SizeGiB, d.Name)
+			"the image is %d GiB, larger than the %d GiB disk %q asks for; disks cannot shrink", img.Capacity/providersdk.GiB, d.SizeGiB, d.Name)
 	}
-	poolXML, err := l.StoragePoolGetXMLDesc(pool, 0)
-	if err != nil {
-		return err
-	}
-	p := &libvirtxml.StoragePool{}
-	if err := p.Unmarshal(poolXML); err != nil {
-		return err
-	}
-	imgFormat := "raw"
-	if img.Target != nil && img.Target.Format != nil && img.Target.Format.Type != "" {
-		imgFormat = img.Target.Format.Type
-	}
-	switch p.Type {
-	case "dir", "fs", "netfs":
-		vol.BackingStore = &libvirtxml.StorageVolumeBackingStore{
-			Path: img.Target.Path, Format: &libvirtxml.StorageVolumeTargetFormat{Type: imgFormat},
-		}
-		return createVolume(l, pool, vol, nil)
-	}
-	// Block-backed pools (logical, disk, iSCSI, RBD…) hold no qcow2 overlays: copy.
-	vol.Target.Format.Type = imgFormat
-	return createVolume(l, pool, vol, &imgVol)
-}
-
-// createVolume creates vol in pool, as a copy of from when from is set.
-func createVolume(l *libvirt.Libvirt, pool libvirt.StoragePool, vol *libvirtxml.StorageVolume, from *libvirt.StorageVol) error {
-	x, err := vol.Marshal()
-	if err != nil {
-		return err
-	}
-	if from != nil {
-		_, err = l.StorageVolCreateXMLFrom(pool, x, *from, 0)
-	} else {
-		_, err = l.StorageVolCreateXML(pool, x, 0)
-	}
-	if err != nil {
-		return fmt.Errorf("failed to create volume %s/%s: %w", pool.Name, vol.Name, err)
-	}
-	return nil
+	spec.Backing = img
+	return s.host.CreateVolume(ctx, spec)
 }
 
 // imageVolume finds the machine's image volume: the image's resolvedRef (or ref), as
 // "<pool>/<volume>" or an absolute path.
-func (s *session) imageVolume(l *libvirt.Libvirt, m *providersdk.Machine) (*libvirtxml.StorageVolume, libvirt.StorageVol, error) {
+func (s *session) imageVolume(ctx context.Context, m *providersdk.Machine) (*host.Volume, error) {
 	ref := m.Spec.Image.ResolvedRef
 	if ref == "" {
 		ref = m.Spec.Image.Ref
 	}
-	vol, found, err := lookupVolume(l, ref)
-	if err != nil {
-		return nil, vol, err
-	}
-	if !found {
-		return nil, vol, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "image volume %q does not exist on the host", ref)
-	}
-	x, err := l.StorageVolGetXMLDesc(vol, 0)
-	if err != nil {
-		return nil, vol, err
-	}
-	img := &libvirtxml.StorageVolume{}
-	if err := img.Unmarshal(x); err != nil {
-		return nil, vol, err
-	}
-	if img.Capacity == nil || img.Target == nil {
-		return nil, vol, fmt.Errorf("image volume %q reports no capacity or path", ref)
-	}
-	return img, vol, nil
-}
-
-// lookupVolume finds a volume by "<pool>/<volume>" or absolute path.
-func lookupVolume(l *libvirt.Libvirt, ref string) (libvirt.StorageVol, bool, error) {
-	var (
-		vol libvirt.StorageVol
-		err error
-	)
-	if strings.HasPrefix(ref, "/") {
-		vol, err = l.StorageVolLookupByPath(ref)
-	} else {
-		poolName, name, ok := strings.Cut(ref, "/")
-		if !ok || poolName == "" || name == "" {
-			return vol, false, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "image %q is neither <pool>/<volume> nor an absolute path", ref)
-		}
-		vol, err = findVolume(l, volumeRef{pool: poolName, name: name})
-	}
-	if isCode(err, libvirt.ErrNoStorageVol, libvirt.ErrNoStoragePool) {
-		return vol, false, nil
-	}
-	return vol, err == nil, err
-}
-
-// findVolume looks a volume up by pool and name.
-func findVolume(l *libvirt.Libvirt, ref volumeRef) (libvirt.StorageVol, error) {
-	pool, err := l.StoragePoolLookupByName(ref.pool)
-	if err != nil {
-		return libvirt.StorageVol{}, err
-	}
-	return l.StorageVolLookupByName(pool, ref.name)
-}
-
-// uploadVolume writes data into the volume ref, creating it (or recreating it with
-// the right size) first, through libvirt's upload stream, which reaches remote hosts.
-func uploadVolume(l *libvirt.Libvirt, ref volumeRef, data []byte, format string) error {
-	pool, err := l.StoragePoolLookupByName(ref.pool)
-	if err != nil {
-		return err
-	}
-	vol, err := l.StorageVolLookupByName(pool, ref.name)
+	img, err := s.host.LookupVolume(ctx, ref)
 	switch {
-	case err == nil:
-		if _, capacity, _, err := l.StorageVolGetInfo(vol); err != nil || capacity != uint64(len(data)) {
-			if err := l.StorageVolDelete(vol, 0); err != nil {
-				return err
-			}
-			vol.Name = ""
-		}
-	case !isCode(err, libvirt.ErrNoStorageVol):
-		return err
+	case errors.Is(err, host.ErrInvalidRef):
+		return nil, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "image %q is neither <pool>/<volume> nor an absolute path", ref)
+	case host.IsNotFound(err):
+		return nil, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "image volume %q does not exist on the host", ref)
+	case err != nil:
+		return nil, err
 	}
-	if vol.Name == "" {
-		x, err := (&libvirtxml.StorageVolume{
-			Name:     ref.name,
-			Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(len(data))},
-			Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}},
-		}).Marshal()
-		if err != nil {
-			return err
-		}
-		if vol, err = l.StorageVolCreateXML(pool, x, 0); err != nil {
-			return fmt.Errorf("failed to create volume %s: %w", ref, err)
-		}
+	if img.Capacity == 0 || img.Path == "" {
+		return nil, fmt.Errorf("image volume %q reports no capacity or path", ref)
 	}
-	if err := l.StorageVolUpload(vol, bytes.NewReader(data), 0, uint64(len(data)), 0); err != nil {
-		return fmt.Errorf("failed to upload volume %s: %w", ref, err)
-	}
-	return nil
+	return img, nil
 }

@@ -1,9 +1,14 @@
 // Package libvirt is banlieue's libvirt backend: a providersdk.Driver that turns
 // LibvirtMachines into libvirt domains on one KVM host per Provider.
 //
-// It is the only package of banlieue that imports go-libvirt (libvirt's RPC protocol in
-// pure Go, so no libvirt C library is needed and remote hosts are reached directly) and
-// libvirtxml; the provider SDK and the controllers see nothing but the providersdk types.
+// This package is the driver's policy: what a machine's domain is named, which pools
+// and networks it uses, what it is defined with, when it is resized or powered, what the
+// failure domain offers, how images are found. Every call to libvirtd is made by its
+// service layer, package host, the only one of banlieue that imports go-libvirt
+// (libvirt's RPC protocol in pure Go, so no libvirt C library is needed and remote hosts
+// are reached directly) and libvirtxml; it answers with plain data (host.Domain,
+// host.Volume, host.Capabilities) and typed not-found errors. The provider SDK and the
+// controllers see nothing but the providersdk types.
 //
 // # Connection
 //
@@ -55,8 +60,10 @@
 // namespace and name, and the volumes made for it. Lookups are by UUID, and a domain with
 // the UUID but another UID in its metadata is never touched (IdentityMismatch). libvirt
 // refuses a second domain with a UUID, so a provider killed mid-create adopts what it
-// made. The domain is named "<namespace>-<name>"; a domain of that name that is not the
-// machine's is a NameConflict.
+// made: Create defines the domain only when none has the UUID, and finds volumes by
+// name. Observe hands the domain it found to Update and Delete in the Observation's
+// State, so they never look it up again. The domain is named "<namespace>-<name>"; a
+// domain of that name that is not the machine's is a NameConflict.
 //
 // # Disks, seed and devices
 //

@@ -7,10 +7,27 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt/host"
 )
 
 // ProviderClass is the provider class this driver serves.
 const ProviderClass = "libvirt"
+
+// Keys of the credentials Secret.
+const (
+	// SSHPrivateKeyKey holds the PEM private key for qemu+ssh (the key of Kubernetes'
+	// kubernetes.io/ssh-auth Secrets).
+	SSHPrivateKeyKey = host.SSHPrivateKeyKey
+	// KnownHostsKey holds the known_hosts lines that verify the SSH host key; required.
+	KnownHostsKey = host.KnownHostsKey
+	// TLSCertKey holds the PEM client certificate for qemu+tls.
+	TLSCertKey = host.TLSCertKey
+	// TLSKeyKey holds the PEM client key for qemu+tls.
+	TLSKeyKey = host.TLSKeyKey
+	// CACertKey holds the PEM CA that signed libvirtd's certificate, when
+	// spec.connection.caBundle does not give one.
+	CACertKey = host.CACertKey
+)
 
 // Defaults of the Driver's options.
 const (
@@ -72,11 +89,23 @@ func NewDriver(opts ...Option) *Driver {
 // verified, providersdk.Unauthorized when it rejects the credentials, and
 // providersdk.Permanent when the Provider or its Secret is incomplete.
 func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
-	s, err := d.connect(ctx, info)
+	p := info.Provider
+	if p == nil {
+		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "the Provider is missing")
+	}
+	h, err := host.Connect(ctx, host.Config{
+		Endpoint:              p.Spec.Connection.Endpoint,
+		Credentials:           info.Credentials,
+		SecretRef:             info.SecretRef(),
+		CABundle:              info.CABundle,
+		InsecureSkipTLSVerify: p.Spec.Connection.InsecureSkipTLSVerify,
+		DialTimeout:           d.dialTimeout,
+		Class:                 ProviderClass,
+	})
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return newSession(d, h, info), nil
 }
 
 // MachineKind is the infrastructure machine kind of this provider.

@@ -34,8 +34,8 @@ func TestQEMUFirmware(t *testing.T) {
 				m.Spec.Hardware.Firmware = tt.firmware
 				m.Spec.Interfaces = nil
 			})
-			t.Cleanup(func() { _, _ = s.Delete(context.WithoutCancel(ctx), m, providersdk.Observation{}) })
-			if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
+			t.Cleanup(func() { _ = deleteMachine(context.WithoutCancel(ctx), s, m) })
+			if err := createMachine(ctx, s, m); err != nil {
 				if tt.firmware == banlieuev1.FirmwareEFISecure && strings.Contains(err.Error(), "System Management Mode not supported") {
 					// Secure Boot firmware needs SMM, which some nested KVMs lack (TCG has it).
 					t.Skipf("this host's KVM has no SMM: %v", err)
@@ -47,13 +47,9 @@ func TestQEMUFirmware(t *testing.T) {
 			}
 			nvram := ""
 			inspect(t, d, func(l *libvirt.Libvirt) {
-				dom, err := l.DomainLookupByName("team-a-" + m.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				x, _ := l.DomainGetXMLDesc(dom, 0)
-				if obs, _ := parseDomain(x); obs.nvram != tt.wantNVRAM {
-					t.Errorf("NVRAM %v, want %v", obs.nvram, tt.wantNVRAM)
+				x := domainXML(t, l, "team-a-"+m.Name)
+				if got := x.OS != nil && (x.OS.NVRam != nil || x.OS.Firmware == "efi"); got != tt.wantNVRAM {
+					t.Errorf("NVRAM %v, want %v", got, tt.wantNVRAM)
 				}
 			})
 			matches, _ := filepath.Glob(filepath.Join(d.Dir, "lib", "qemu", "nvram", "team-a-"+m.Name+"_VARS.fd"))
@@ -63,7 +59,7 @@ func TestQEMUFirmware(t *testing.T) {
 			if (nvram != "") != tt.wantNVRAM {
 				t.Errorf("NVRAM file %q, want one: %v", nvram, tt.wantNVRAM)
 			}
-			if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
+			if err := deleteMachine(ctx, s, m); err != nil {
 				t.Fatal(err)
 			}
 			if nvram != "" {

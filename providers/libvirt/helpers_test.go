@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"encoding/xml"
 	"os"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt/host"
 	"github.com/banlieue/banlieue/sim/libvirtd"
 )
 
@@ -101,13 +103,12 @@ func provider(endpoint string, params map[string]string) *banlieuev1.Provider {
 // connect opens a session to endpoint, closed when the test ends.
 func connect(t *testing.T, endpoint string, params map[string]string, opts ...Option) *session {
 	t.Helper()
-	ctx := t.Context()
-	s, err := NewDriver(opts...).connect(ctx, providersdk.ProviderInfo{Provider: provider(endpoint, params)})
+	cl, err := NewDriver(opts...).Connect(t.Context(), providersdk.ProviderInfo{Provider: provider(endpoint, params)})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	t.Cleanup(func() { _ = s.Disconnect(context.Background()) })
-	return s
+	t.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
+	return cl.(*session)
 }
 
 // machine returns a machine with a fresh UID, 1 CPU, 256 MiB, a 2 GiB boot disk on
@@ -183,7 +184,11 @@ func machineVolumes(t *testing.T, l *libvirt.Libvirt, m *providersdk.Machine) []
 // volumeXML reads the volume name of the test pool.
 func volumeXML(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.StorageVolume {
 	t.Helper()
-	vol, err := findVolume(l, volumeRef{pool: testPool, name: name})
+	pool, err := l.StoragePoolLookupByName(testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol, err := l.StorageVolLookupByName(pool, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,4 +227,78 @@ func mustObserve(t *testing.T, s *session, m *providersdk.Machine) providersdk.O
 		t.Fatalf("observe: %v", err)
 	}
 	return o
+}
+
+// The Reconciler calls Observe first and hands what it found to Create, Update or
+// Delete; these helpers do the same, so that tests act on a machine as it would.
+
+// createMachine observes m and creates its domain when Observe finds none.
+func createMachine(ctx context.Context, s *session, m *providersdk.Machine) error {
+	o, err := s.Observe(ctx, m)
+	if err != nil || o.Exists {
+		return err
+	}
+	_, err = s.Create(ctx, m, o)
+	return err
+}
+
+// updateMachine observes m and updates its domain from what Observe found.
+func updateMachine(ctx context.Context, s *session, m *providersdk.Machine) (providersdk.UpdateResult, error) {
+	o, err := s.Observe(ctx, m)
+	if err != nil {
+		return providersdk.UpdateResult{}, err
+	}
+	return s.Update(ctx, m, o)
+}
+
+// deleteMachine observes m and deletes its domain from what Observe found. Unlike the
+// Reconciler, it calls Delete when Observe finds no domain too, which then sweeps the
+// machine's volumes.
+func deleteMachine(ctx context.Context, s *session, m *providersdk.Machine) error {
+	o, err := s.Observe(ctx, m)
+	if err != nil {
+		return err
+	}
+	_, err = s.Delete(ctx, m, o)
+	return err
+}
+
+// domainXML reads the definition of l's domain named name.
+func domainXML(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.Domain {
+	t.Helper()
+	dom, err := l.DomainLookupByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := l.DomainGetXMLDesc(dom, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &libvirtxml.Domain{}
+	if err := d.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// metadataOf decodes banlieue's element in d's metadata; nil when it has none.
+func metadataOf(t *testing.T, d *libvirtxml.Domain) *host.Metadata {
+	t.Helper()
+	if d.Metadata == nil {
+		return nil
+	}
+	dec := xml.NewDecoder(strings.NewReader(d.Metadata.XML))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Space == MetadataNamespace {
+			m := &host.Metadata{}
+			if err := dec.DecodeElement(m, &se); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 	"github.com/google/go-cmp/cmp"
+	"libvirt.org/go/libvirtxml"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -40,7 +41,8 @@ func TestCrashMidCreate(t *testing.T) {
 			if _, err := crashing.Create(ctx, m, providersdk.Observation{}); !errors.Is(err, errCrash) {
 				t.Fatalf("first create: %v, want the crash", err)
 			}
-			// A new process: a new driver and connection.
+			// A new process: a new driver and connection. Its Create is handed what an
+			// Observe before the crash saw, nothing, so it finds what the crashed one made.
 			s := connect(t, d.QEMUURI(), nil)
 			if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 				t.Fatalf("create after the crash: %v", err)
@@ -60,7 +62,7 @@ func TestCrashMidCreate(t *testing.T) {
 					t.Errorf("volumes (-want +got):\n%s", diff)
 				}
 			})
-			if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
+			if err := deleteMachine(ctx, s, m); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -76,7 +78,7 @@ func TestDeleteAfterCrashBeforeDefine(t *testing.T) {
 	if _, err := s.Create(ctx, m, providersdk.Observation{}); !errors.Is(err, errCrash) {
 		t.Fatalf("create: %v", err)
 	}
-	if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
+	if err := deleteMachine(ctx, s, m); err != nil {
 		t.Fatal(err)
 	}
 	inspect(t, d, func(l *libvirt.Libvirt) {
@@ -92,12 +94,15 @@ func TestIdentityMismatch(t *testing.T) {
 	m := machine("impostor")
 	s := connect(t, d.QEMUURI(), nil)
 	// Someone defines a domain with the machine's UUID but without banlieue's metadata.
-	spec := domainSpec{name: "impostor", uuid: string(m.UID), domainType: "qemu", arch: "x86_64", cpus: 1, memoryMiB: 64}
-	x, err := buildDomain(spec)
+	x, err := (&libvirtxml.Domain{
+		Type: "qemu", Name: "impostor", UUID: string(m.UID),
+		Memory: &libvirtxml.DomainMemory{Value: 64, Unit: "MiB"},
+		VCPU:   &libvirtxml.DomainVCPU{Value: 1},
+		OS:     &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Type: "hvm", Arch: "x86_64"}},
+	}).Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	x = stripMetadataFromDomain(t, x)
 	inspect(t, d, func(l *libvirt.Libvirt) {
 		if _, err := l.DomainDefineXMLFlags(x, 0); err != nil {
 			t.Fatal(err)
@@ -112,23 +117,13 @@ func TestIdentityMismatch(t *testing.T) {
 	})
 	for name, call := range map[string]func() error{
 		"observe": func() error { _, err := s.Observe(ctx, m); return err },
-		"delete":  func() error { _, err := s.Delete(ctx, m, providersdk.Observation{}); return err },
+		"delete":  func() error { return deleteMachine(ctx, s, m) },
 	} {
 		var perm *providersdk.PermanentError
 		if err := call(); !errors.As(err, &perm) || perm.Reason != infrav1.MachineIdentityMismatchReason {
 			t.Errorf("%s: %v, want IdentityMismatch", name, err)
 		}
 	}
-}
-
-// stripMetadataFromDomain removes the metadata element from a domain XML.
-func stripMetadataFromDomain(t *testing.T, x string) string {
-	t.Helper()
-	o, err := parseDomain(x)
-	if err != nil || o.meta == nil {
-		t.Fatalf("no metadata in the built domain: %v", err)
-	}
-	return ownMetadata.ReplaceAllString(x, "")
 }
 
 func TestOutage(t *testing.T) {
@@ -144,7 +139,7 @@ func TestOutage(t *testing.T) {
 	ctx := t.Context()
 	s := connect(t, d.QEMUURI(), nil)
 	m := machine("outage", func(m *providersdk.Machine) { m.Spec.Interfaces = nil })
-	if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
+	if err := createMachine(ctx, s, m); err != nil {
 		t.Fatal(err)
 	}
 	d.Kill()
@@ -166,7 +161,7 @@ func TestOutage(t *testing.T) {
 	if !o.Exists || o.PowerState != banlieuev1.PowerStatePoweredOn {
 		t.Errorf("after restart: exists %v, power %s; want the domain still running", o.Exists, o.PowerState)
 	}
-	if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
+	if _, err := s.Delete(ctx, m, o); err != nil {
 		t.Fatal(err)
 	}
 }

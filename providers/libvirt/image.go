@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/digitalocean/go-libvirt"
-
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt/host"
 )
 
 // ResolveImage finds the image's volume and reports it as "<pool>/<volume>".
@@ -22,7 +22,7 @@ import (
 // repeated. Imports run in the background; later calls report their progress.
 func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (providersdk.ImageResult, error) {
 	src := img.Source
-	var target volumeRef
+	var target host.VolumeRef
 	from := src.ImportFrom
 	switch src.Kind {
 	case banlieuev1.ImageSourceBackingFile:
@@ -35,9 +35,9 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 		}
 		pool, name, ok := strings.Cut(src.Ref, "/")
 		if from == "" || !ok || pool == "" || name == "" || strings.Contains(name, "/") {
-			return notFound(fmt.Sprintf("volume %q does not exist on libvirt host %s", src.Ref, s.ep.safe)), nil
+			return notFound(fmt.Sprintf("volume %q does not exist on libvirt host %s", src.Ref, s.host.URI())), nil
 		}
-		target = volumeRef{pool: pool, name: name}
+		target = host.VolumeRef{Pool: pool, Name: name}
 	case banlieuev1.ImageSourceURL:
 		if from == "" {
 			from = src.Ref
@@ -45,7 +45,7 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 		if from == "" {
 			return notFound("the image source names no URL"), nil
 		}
-		target = volumeRef{pool: s.imagePool(), name: imageVolumeName(img.Name, src.Checksum)}
+		target = host.VolumeRef{Pool: s.imagePool(), Name: imageVolumeName(img.Name, src.Checksum)}
 		resolved, found, err := s.resolveVolume(ctx, target.String())
 		if err != nil || found {
 			return s.resolved(img, resolved, found, err)
@@ -91,22 +91,14 @@ func imageVolumeName(name, checksum string) string {
 }
 
 // resolveVolume finds a volume by "<pool>/<volume>" or path and returns it as
-// "<pool>/<volume>".
+// "<pool>/<volume>"; a reference of neither form names no volume.
 func (s *session) resolveVolume(ctx context.Context, ref string) (string, bool, error) {
-	var (
-		resolved string
-		found    bool
-	)
-	err := s.do(ctx, "LookupVolume", "look up volume "+ref, func(l *libvirt.Libvirt) error {
-		vol, ok, err := lookupVolume(l, ref)
-		if err != nil || !ok {
-			return err
-		}
-		found, resolved = true, vol.Pool+"/"+vol.Name
-		return nil
-	})
-	if providersdk.IsPermanent(err) {
+	vol, err := s.host.LookupVolume(ctx, ref)
+	if host.IsNotFound(err) || errors.Is(err, host.ErrInvalidRef) {
 		return "", false, nil
 	}
-	return resolved, found, err
+	if err != nil {
+		return "", false, err
+	}
+	return vol.Ref().String(), true, nil
 }

@@ -153,7 +153,7 @@ func TestResolveImage(t *testing.T) {
 			m.Spec.Disks = nil // one boot disk the size of the image
 			m.Spec.Interfaces = nil
 		})
-		if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
+		if err := createMachine(ctx, s, m); err != nil {
 			t.Fatal(err)
 		}
 		if o := mustObserve(t, s, m); o.PowerState != banlieuev1.PowerStatePoweredOn {
@@ -164,7 +164,7 @@ func TestResolveImage(t *testing.T) {
 				t.Errorf("root volume %+v, want a 64 MiB overlay", v)
 			}
 		})
-		if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
+		if err := deleteMachine(ctx, s, m); err != nil {
 			t.Fatal(err)
 		}
 		if _, found, err := s.resolveVolume(ctx, m.Spec.Image.ResolvedRef); err != nil || !found {

@@ -42,27 +42,3 @@ func TestInventory(t *testing.T) {
 		t.Errorf("domain type %q, want kvm or qemu", attrs.Raw["domainType"])
 	}
 }
-
-func TestGuestType(t *testing.T) {
-	// Covered against real capabilities by TestInventory; here the choice between them.
-	tests := []struct {
-		name     string
-		domains  []string
-		only     string
-		wantType string
-	}{
-		{name: "KVM is preferred over TCG", domains: []string{"qemu", "kvm"}, wantType: "kvm"},
-		{name: "TCG when there is no KVM", domains: []string{"qemu"}, wantType: "qemu"},
-		{name: "TCG when the Provider's domainType asks for it", domains: []string{"qemu", "kvm"}, only: "qemu", wantType: "qemu"},
-		{name: "the test driver's own type otherwise", domains: []string{"test"}, wantType: "test"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			caps := capsWith("x86_64", tt.domains...)
-			arch, typ := guestType(caps, tt.only)
-			if arch != "x86_64" || typ != tt.wantType {
-				t.Errorf("got %s/%s, want x86_64/%s", arch, typ, tt.wantType)
-			}
-		})
-	}
-}

@@ -13,6 +13,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt/host"
 )
 
 // TestQEMUMachineLifecycle runs one machine through create, stop, start, suspend and
@@ -26,13 +27,17 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		m.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "ud"}}
 	})
 
-	if o := mustObserve(t, s, m); o.Exists {
-		t.Fatalf("before create: %+v", o)
+	before := mustObserve(t, s, m)
+	if before.Exists {
+		t.Fatalf("before create: %+v", before)
 	}
-	if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
+	if _, err := s.Create(ctx, m, before); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	o := mustObserve(t, s, m)
+	if dom, ok := o.State.(*host.Domain); !ok || dom.UUID != string(m.UID) {
+		t.Errorf("the observation's state is %+v, want the machine's domain", o.State)
+	}
 	h, _ := s.hostInfo(ctx)
 	rootVol, seedVol := string(m.UID)+"-root.qcow2", string(m.UID)+"-cidata.iso"
 	want := providersdk.Observation{
@@ -41,7 +46,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		FailureDomain: h.failureDomain,
 	}
 	details := o.Details
-	o.Details = nil
+	o.Details, o.State = nil, nil
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("after create (-want +got):\n%s", diff)
 	}
@@ -57,16 +62,13 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 			if st, _, _ := l.DomainGetState(dom, 0); libvirt.DomainState(st) != libvirt.DomainRunning {
 				t.Errorf("state = %d, want running", st)
 			}
-			x, _ := l.DomainGetXMLDesc(dom, 0)
-			obs, err := parseDomain(x)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if obs.uuid != string(m.UID) || obs.meta == nil || obs.meta.UID != string(m.UID) {
-				t.Errorf("uuid %s, metadata %+v; want the machine's UID %s", obs.uuid, obs.meta, m.UID)
+			x := domainXML(t, l, "team-a-web-1")
+			meta := metadataOf(t, x)
+			if x.UUID != string(m.UID) || meta == nil || meta.UID != string(m.UID) {
+				t.Fatalf("uuid %s, metadata %+v; want the machine's UID %s", x.UUID, meta, m.UID)
 			}
 			wantVols := []string{testPool + "/" + rootVol, testPool + "/" + seedVol}
-			if diff := cmp.Diff(wantVols, obs.meta.Volumes); diff != "" {
+			if diff := cmp.Diff(wantVols, meta.Volumes); diff != "" {
 				t.Errorf("metadata volumes (-want +got):\n%s", diff)
 			}
 			wantDetails := &infrav1.LibvirtStatus{DomainUUID: string(m.UID), DomainName: "team-a-web-1", Volumes: wantVols}
@@ -122,7 +124,8 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		})
 	})
 
-	t.Run("a second create adopts the domain", func(t *testing.T) {
+	t.Run("a create whose observation missed the domain adopts it", func(t *testing.T) {
+		// As after an Observe that ran before another process defined the domain.
 		if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +138,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 
 	t.Run("powering off shuts down, then destroys a guest that ignores ACPI", func(t *testing.T) {
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
-		res, err := s.Update(ctx, m, o)
+		res, err := updateMachine(ctx, s, m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +154,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		if o := mustObserve(t, s, m); o.Task.InFlight() {
 			t.Errorf("after the timeout the task is still in flight")
 		}
-		if _, err := s.Update(ctx, m, o); err != nil {
+		if _, err := updateMachine(ctx, s, m); err != nil {
 			t.Fatal(err)
 		}
 		m.Task = providersdk.Task{}
@@ -167,7 +170,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		if o := mustObserve(t, s, m); o.UpToDate {
 			t.Fatal("the changed spec is reported up to date")
 		}
-		if _, err := s.Update(ctx, m, o); err != nil {
+		if _, err := updateMachine(ctx, s, m); err != nil {
 			t.Fatal(err)
 		}
 		if o := mustObserve(t, s, m); !o.UpToDate {
@@ -178,7 +181,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 	t.Run("suspending starts, then saves the domain to disk", func(t *testing.T) {
 		m.Spec.PowerState = banlieuev1.PowerStateSuspended
 		for range 2 {
-			if _, err := s.Update(ctx, m, o); err != nil {
+			if _, err := updateMachine(ctx, s, m); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -186,7 +189,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 			t.Errorf("power %s, up to date %v", o.PowerState, o.UpToDate)
 		}
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
-		if _, err := s.Update(ctx, m, o); err != nil {
+		if _, err := updateMachine(ctx, s, m); err != nil {
 			t.Fatal(err)
 		}
 		if o := mustObserve(t, s, m); o.PowerState != banlieuev1.PowerStatePoweredOn {
@@ -196,7 +199,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 
 	t.Run("delete leaves no domain and no volume of the machine", func(t *testing.T) {
 		for range 2 { // the second delete finds nothing and succeeds
-			if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
+			if err := deleteMachine(ctx, s, m); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -223,10 +226,10 @@ func TestADomainTheHypervisorStoppedIsReportedNotResumed(t *testing.T) {
 	ctx := t.Context()
 	s := connect(t, d.QEMUURI(), nil)
 	m := machine("crashy")
-	if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
+	if err := createMachine(ctx, s, m); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	t.Cleanup(func() { _, _ = s.Delete(context.Background(), m, providersdk.Observation{}) })
+	t.Cleanup(func() { _ = deleteMachine(context.Background(), s, m) })
 	// QEMU stops the guest behind libvirt's back, as it does on a guest crash or a KVM
 	// failure: libvirt sees a pause it did not ask for.
 	inspect(t, d, func(l *libvirt.Libvirt) {

@@ -3,10 +3,13 @@ package libvirt
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -21,6 +24,8 @@ type sshForwarder struct {
 	addr    string
 	hostKey ssh.PublicKey
 	wg      sync.WaitGroup
+	// conns counts the SSH connections accepted.
+	conns atomic.Int64
 }
 
 func startSSHForwarder(t *testing.T, clientKey ssh.PublicKey) *sshForwarder {
@@ -64,6 +69,7 @@ func (f *sshForwarder) serve(c net.Conn, cfg *ssh.ServerConfig) {
 	if err != nil {
 		return
 	}
+	f.conns.Add(1)
 	defer func() { _ = conn.Close() }()
 	go ssh.DiscardRequests(reqs)
 	for nc := range chans {
@@ -122,19 +128,20 @@ func TestSSHConnection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := provider(endpoint, nil)
-			s, err := NewDriver().connect(t.Context(), providersdk.ProviderInfo{Provider: p, Credentials: tt.creds})
+			before := fw.conns.Load()
+			cl, err := NewDriver().Connect(t.Context(), providersdk.ProviderInfo{Provider: p, Credentials: tt.creds})
 			if err == nil {
 				defer func() {
-					if err := s.Disconnect(t.Context()); err != nil {
+					if err := cl.Disconnect(t.Context()); err != nil {
 						t.Errorf("disconnect: %v", err)
 					}
 				}()
+				s := cl.(*session)
 				_, err = s.Inventory(t.Context())
 				if err == nil {
 					// The session keeps its connection across calls.
-					first := s.conn
-					if _, err = s.Inventory(t.Context()); err == nil && s.conn != first {
-						t.Error("the session dialled again for its second call")
+					if _, err = s.Inventory(t.Context()); err == nil && fw.conns.Load()-before != 1 {
+						t.Errorf("the session made %d SSH connections for two calls, want 1", fw.conns.Load()-before)
 					}
 				}
 			}
@@ -143,4 +150,22 @@ func TestSSHConnection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sshKey returns a PEM ed25519 private key and its public key.
+func sshKey(t *testing.T) ([]byte, ssh.PublicKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), sp
 }

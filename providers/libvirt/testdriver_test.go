@@ -3,12 +3,11 @@ package libvirt
 import (
 	"testing"
 
-	"github.com/digitalocean/go-libvirt"
 	"github.com/google/go-cmp/cmp"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
-	"github.com/banlieue/banlieue/sim/libvirtd"
+	"github.com/banlieue/banlieue/providers/libvirt/host"
 )
 
 // testDriverPool is the pool test:///default starts with.
@@ -20,8 +19,9 @@ func TestTestDriverLifecycle(t *testing.T) {
 	d := daemon(t)
 	ctx := t.Context()
 	s := connect(t, d.TestURI(), map[string]string{ParamPool: testDriverPool, ParamFailureDomain: "lab"})
-	if err := s.do(ctx, "Test", "make the image", func(l *libvirt.Libvirt) error {
-		return libvirtd.CreateBlankImageOn(l, testDriverPool, testImage, testImageGiB)
+	// On the session's own connection: the test driver's state is per connection.
+	if err := s.host.CreateVolume(ctx, host.VolumeSpec{
+		Volume: host.VolumeRef{Pool: testDriverPool, Name: testImage}, Format: "qcow2", Capacity: testImageGiB * providersdk.GiB,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -43,23 +43,20 @@ func TestTestDriverLifecycle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m.Spec.PowerState = tt.want
-			o := mustObserve(t, s, m)
-			if !o.Exists {
-				if _, err := s.Create(ctx, m, providersdk.Observation{}); err != nil {
-					t.Fatal(err)
-				}
+			if err := createMachine(ctx, s, m); err != nil {
+				t.Fatal(err)
 			}
 			// The test driver stops a domain at once on shutdown; Update is called again
 			// as the reconciler would while the shutdown task runs.
 			for i := 0; i < 3 && !mustObserve(t, s, m).UpToDate; i++ {
-				res, err := s.Update(ctx, m, o)
+				res, err := updateMachine(ctx, s, m)
 				if err != nil {
 					t.Fatal(err)
 				}
 				m.Task = res.Task
 			}
 			m.Task = providersdk.Task{}
-			o = mustObserve(t, s, m)
+			o := mustObserve(t, s, m)
 			got := struct {
 				Power         banlieuev1.PowerState
 				UpToDate      bool
@@ -72,7 +69,7 @@ func TestTestDriverLifecycle(t *testing.T) {
 			}
 		})
 	}
-	if _, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil {
+	if err := deleteMachine(ctx, s, m); err != nil {
 		t.Fatal(err)
 	}
 	if o := mustObserve(t, s, m); o.Exists {

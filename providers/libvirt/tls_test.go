@@ -101,10 +101,10 @@ func TestTLSConnection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			info := providersdk.ProviderInfo{Provider: provider(endpoint, nil), Credentials: tt.creds, CABundle: tt.caBundle}
-			s, err := NewDriver(WithDialTimeout(5*time.Second)).connect(t.Context(), info)
+			cl, err := NewDriver(WithDialTimeout(5*time.Second)).Connect(t.Context(), info)
 			if err == nil {
-				defer func() { _ = s.Disconnect(t.Context()) }()
-				_, err = s.Inventory(t.Context())
+				defer func() { _ = cl.Disconnect(t.Context()) }()
+				_, err = cl.(providersdk.InventoryReader).Inventory(t.Context())
 			}
 			if !tt.check(err) {
 				t.Errorf("err = %v", err)

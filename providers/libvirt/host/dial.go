@@ -1,4 +1,4 @@
-package libvirt
+package host
 
 import (
 	"crypto/tls"
@@ -118,11 +118,11 @@ type dialer struct {
 	tls     *tls.Config
 }
 
-// newDialer prepares the dialer of ep with the Provider's credentials. Errors name
-// the missing or bad key, never a value.
-func newDialer(ep *endpoint, info providersdk.ProviderInfo, timeout time.Duration, secretRef string) (*dialer, error) {
-	d := &dialer{ep: ep, timeout: timeout}
-	creds := info.Credentials
+// newDialer prepares the dialer of ep with cfg's credentials. Errors name the missing
+// or bad key, never a value.
+func newDialer(ep *endpoint, cfg Config) (*dialer, error) {
+	d := &dialer{ep: ep, timeout: cfg.DialTimeout}
+	creds, secretRef := cfg.Credentials, cfg.SecretRef
 	switch ep.transport {
 	case transportSSH:
 		for _, k := range []string{SSHPrivateKeyKey, KnownHostsKey} {
@@ -138,7 +138,7 @@ func newDialer(ep *endpoint, info providersdk.ProviderInfo, timeout time.Duratio
 		if err != nil {
 			return nil, providersdk.Permanent(infrav1.MachineFailedReason, "credentials Secret %s: %q is not in known_hosts format", secretRef, KnownHostsKey)
 		}
-		d.ssh = &ssh.ClientConfig{User: ep.user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostKeys, Timeout: timeout}
+		d.ssh = &ssh.ClientConfig{User: ep.user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostKeys, Timeout: cfg.DialTimeout}
 	case transportTLS:
 		if len(creds[TLSCertKey]) == 0 || len(creds[TLSKeyKey]) == 0 {
 			return nil, providersdk.Permanent(infrav1.MachineFailedReason, "credentials Secret %s needs %q and %q for qemu+tls", secretRef, TLSCertKey, TLSKeyKey)
@@ -148,17 +148,17 @@ func newDialer(ep *endpoint, info providersdk.ProviderInfo, timeout time.Duratio
 			return nil, providersdk.Permanent(infrav1.MachineFailedReason, "credentials Secret %s: %q and %q are not a matching PEM certificate and key", secretRef, TLSCertKey, TLSKeyKey)
 		}
 		d.tls = &tls.Config{Certificates: []tls.Certificate{cert}, ServerName: ep.host, MinVersion: tls.VersionTLS12}
-		if len(info.CABundle) == 0 && len(creds[CACertKey]) > 0 {
-			info.CABundle = creds[CACertKey]
+		bundle := cfg.CABundle
+		if len(bundle) == 0 && len(creds[CACertKey]) > 0 {
+			bundle = creds[CACertKey]
 		}
-		pool, err := info.RootCAs()
+		// The SDK reads the bundle, so that a bad one reads as on every backend.
+		pool, err := providersdk.ProviderInfo{CABundle: bundle}.RootCAs()
 		if err != nil {
 			return nil, err
 		}
 		d.tls.RootCAs = pool
-		if info.Provider != nil && info.Provider.Spec.Connection.InsecureSkipTLSVerify {
-			d.tls.InsecureSkipVerify = true
-		}
+		d.tls.InsecureSkipVerify = cfg.InsecureSkipTLSVerify
 	}
 	return d, nil
 }

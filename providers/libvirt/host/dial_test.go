@@ -1,4 +1,4 @@
-package libvirt
+package host
 
 import (
 	"crypto/ed25519"
@@ -7,22 +7,13 @@ import (
 	"encoding/pem"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
-	"libvirt.org/go/libvirtxml"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
-
-// capsWith returns host capabilities with one hvm guest of arch and domain types.
-func capsWith(arch string, types ...string) *libvirtxml.Caps {
-	g := libvirtxml.CapsGuest{OSType: "hvm", Arch: libvirtxml.CapsGuestArch{Name: arch}}
-	for _, t := range types {
-		g.Arch.Domains = append(g.Arch.Domains, libvirtxml.CapsGuestDomain{Type: t})
-	}
-	return &libvirtxml.Caps{Host: libvirtxml.CapsHost{CPU: &libvirtxml.CapsHostCPU{Arch: arch}}, Guests: []libvirtxml.CapsGuest{g}}
-}
 
 func TestParseEndpoint(t *testing.T) {
 	tests := []struct {
@@ -106,7 +97,7 @@ func TestNewDialer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := newDialer(tt.ep, providersdk.ProviderInfo{Credentials: tt.creds}, DefaultDialTimeout, "infra/creds")
+			_, err := newDialer(tt.ep, Config{Credentials: tt.creds, SecretRef: "infra/creds", DialTimeout: time.Second})
 			got := ""
 			if err != nil {
 				got = err.Error()

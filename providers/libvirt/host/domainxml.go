@@ -1,4 +1,4 @@
-package libvirt
+package host
 
 import (
 	"bytes"
@@ -9,27 +9,28 @@ import (
 	"strings"
 
 	"libvirt.org/go/libvirtxml"
-
-	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
 // MetadataNamespace is the XML namespace of the element banlieue keeps in a domain's
 // <metadata>: the machine's identity and the volumes it created.
 const MetadataNamespace = "https://banlieue.io/xmlns/libvirt/machine/v1alpha1"
 
-// machineMetadata is banlieue's element in a domain's <metadata>.
-type machineMetadata struct {
-	XMLName   xml.Name `xml:"https://banlieue.io/xmlns/libvirt/machine/v1alpha1 machine"`
-	UID       string   `xml:"uid"`
-	Namespace string   `xml:"namespace"`
-	Name      string   `xml:"name"`
+// Metadata is banlieue's element in a domain's <metadata>: whose domain it is.
+type Metadata struct {
+	XMLName xml.Name `xml:"https://banlieue.io/xmlns/libvirt/machine/v1alpha1 machine"`
+	// UID is the machine's UID.
+	UID string `xml:"uid"`
+	// Namespace is the machine's namespace.
+	Namespace string `xml:"namespace"`
+	// Name is the machine's name.
+	Name string `xml:"name"`
 	// Volumes are "<pool>/<volume>" of the volumes made for the machine, deleted with it.
 	Volumes []string `xml:"volume"`
 }
 
 // marshal writes the element with the prefix "banlieue": libvirt keeps a metadata
 // element only when its namespace has a prefix.
-func (m machineMetadata) marshal() string {
+func (m Metadata) marshal() string {
 	var b strings.Builder
 	esc := func(s string) string {
 		var out bytes.Buffer
@@ -47,69 +48,78 @@ func (m machineMetadata) marshal() string {
 	return b.String()
 }
 
-// domainSpec is everything a machine's domain is built from.
-type domainSpec struct {
-	name, uuid string
-	// domainType is the hypervisor: kvm, qemu (TCG) or test.
-	domainType  string
-	arch        string
-	machineType string
-	cpuMode     string
-	cpus        uint
-	memoryMiB   uint
-	firmware    banlieuev1.Firmware
-	disks       []diskDevice
-	// seed is the NoCloud seed volume, attached as a CD-ROM; nil for none.
-	seed *volumeRef
-	nics []nicDevice
-	meta machineMetadata
+// DomainSpec is everything a domain is defined from.
+type DomainSpec struct {
+	// Name and UUID are the domain's.
+	Name, UUID string
+	// Type is the hypervisor: kvm, qemu (TCG) or test.
+	Type string
+	// Arch is the guest architecture, e.g. x86_64.
+	Arch string
+	// MachineType is the machine type, e.g. q35; the hypervisor's default when empty.
+	MachineType string
+	// CPUMode is the CPU mode, e.g. host-passthrough; the hypervisor's default when empty.
+	CPUMode string
+	// CPUs is the virtual CPU count.
+	CPUs uint
+	// MemoryMiB is the memory in MiB.
+	MemoryMiB uint
+	// EFI selects UEFI firmware (libvirt's firmware auto-selection) instead of BIOS.
+	EFI bool
+	// SecureBoot selects UEFI with Secure Boot and enrolled keys, with SMM on.
+	SecureBoot bool
+	// Disks are the domain's disks, in bus order: vda, vdb, …
+	Disks []Disk
+	// Seed is the volume attached as a SATA CD-ROM (a NoCloud seed); nil for none.
+	Seed *VolumeRef
+	// NICs are the domain's network interfaces.
+	NICs []NIC
+	// Metadata is banlieue's element in the domain's <metadata>; nil for none.
+	Metadata *Metadata
 }
 
-// volumeRef is a storage volume by pool and name.
-type volumeRef struct {
-	pool, name string
-}
-
-// String returns "<pool>/<name>".
-func (v volumeRef) String() string { return v.pool + "/" + v.name }
-
-// diskDevice is a disk of the domain.
-type diskDevice struct {
-	vol    volumeRef
-	format string
+// Disk is a disk of a domain: a volume.
+type Disk struct {
+	// Volume is the disk's volume.
+	Volume VolumeRef
+	// Format is the volume's format, e.g. qcow2.
+	Format string
 }
 
 // device is the disk as the domain's disk i: virtio, vda for the first.
-func (d diskDevice) device(i int) libvirtxml.DomainDisk {
+func (d Disk) device(i int) libvirtxml.DomainDisk {
 	return libvirtxml.DomainDisk{
 		Device: "disk",
-		Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: d.format},
-		Source: &libvirtxml.DomainDiskSource{Volume: &libvirtxml.DomainDiskSourceVolume{Pool: d.vol.pool, Volume: d.vol.name}},
+		Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: d.Format},
+		Source: &libvirtxml.DomainDiskSource{Volume: &libvirtxml.DomainDiskSourceVolume{Pool: d.Volume.Pool, Volume: d.Volume.Name}},
 		Target: &libvirtxml.DomainDiskTarget{Dev: "vd" + diskLetters(i), Bus: "virtio"},
 	}
 }
 
-// nicDevice is a NIC on a libvirt network or a host bridge.
-type nicDevice struct {
-	network, bridge string
-	mtu             uint
+// NIC is a virtio network interface on a libvirt network or a host bridge.
+type NIC struct {
+	// Network is the libvirt network; used when Bridge is empty.
+	Network string
+	// Bridge is the host bridge.
+	Bridge string
+	// MTU is the interface's MTU; the network's when 0.
+	MTU uint
 }
 
-// buildDomain renders the domain XML of spec. Disks are virtio (vda, vdb, …), the seed
+// renderDomain renders the domain XML of spec. Disks are virtio (vda, vdb, …), the seed
 // a SATA CD-ROM; there is no graphics device (a serial console instead) and a virtio
 // channel for the QEMU guest agent, which reports addresses on networks without DHCP
 // leases.
-func buildDomain(spec domainSpec) (string, error) {
+func renderDomain(spec DomainSpec) (string, error) {
 	d := &libvirtxml.Domain{
-		Type:          spec.domainType,
-		Name:          spec.name,
-		UUID:          spec.uuid,
-		Metadata:      &libvirtxml.DomainMetadata{XML: spec.meta.marshal()},
-		Memory:        &libvirtxml.DomainMemory{Value: spec.memoryMiB, Unit: "MiB"},
-		CurrentMemory: &libvirtxml.DomainCurrentMemory{Value: spec.memoryMiB, Unit: "MiB"},
-		VCPU:          &libvirtxml.DomainVCPU{Placement: "static", Value: spec.cpus},
+		Type:          spec.Type,
+		Name:          spec.Name,
+		UUID:          spec.UUID,
+		Memory:        &libvirtxml.DomainMemory{Value: spec.MemoryMiB, Unit: "MiB"},
+		CurrentMemory: &libvirtxml.DomainCurrentMemory{Value: spec.MemoryMiB, Unit: "MiB"},
+		VCPU:          &libvirtxml.DomainVCPU{Placement: "static", Value: spec.CPUs},
 		OS: &libvirtxml.DomainOS{
-			Type:        &libvirtxml.DomainOSType{Type: "hvm", Arch: spec.arch, Machine: spec.machineType},
+			Type:        &libvirtxml.DomainOSType{Type: "hvm", Arch: spec.Arch, Machine: spec.MachineType},
 			BootDevices: []libvirtxml.DomainBootDevice{{Dev: "hd"}},
 		},
 		Features:   &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
@@ -118,46 +128,49 @@ func buildDomain(spec domainSpec) (string, error) {
 		OnCrash:    "destroy",
 		Devices:    &libvirtxml.DomainDeviceList{},
 	}
-	if spec.cpuMode != "" {
-		d.CPU = &libvirtxml.DomainCPU{Mode: spec.cpuMode}
+	if spec.Metadata != nil {
+		d.Metadata = &libvirtxml.DomainMetadata{XML: spec.Metadata.marshal()}
 	}
-	switch spec.firmware {
-	case banlieuev1.FirmwareEFI:
-		d.OS.Firmware = "efi"
-		d.OS.FirmwareInfo = &libvirtxml.DomainOSFirmwareInfo{Features: []libvirtxml.DomainOSFirmwareFeature{{Enabled: "no", Name: "secure-boot"}}}
-	case banlieuev1.FirmwareEFISecure:
+	if spec.CPUMode != "" {
+		d.CPU = &libvirtxml.DomainCPU{Mode: spec.CPUMode}
+	}
+	switch {
+	case spec.SecureBoot:
 		d.OS.Firmware = "efi"
 		d.OS.FirmwareInfo = &libvirtxml.DomainOSFirmwareInfo{Features: []libvirtxml.DomainOSFirmwareFeature{
 			{Enabled: "yes", Name: "secure-boot"}, {Enabled: "yes", Name: "enrolled-keys"},
 		}}
 		// Secure Boot firmware keeps its variables safe from the guest through SMM.
 		d.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
+	case spec.EFI:
+		d.OS.Firmware = "efi"
+		d.OS.FirmwareInfo = &libvirtxml.DomainOSFirmwareInfo{Features: []libvirtxml.DomainOSFirmwareFeature{{Enabled: "no", Name: "secure-boot"}}}
 	}
-	for i, disk := range spec.disks {
+	for i, disk := range spec.Disks {
 		d.Devices.Disks = append(d.Devices.Disks, disk.device(i))
 	}
-	if spec.seed != nil {
+	if spec.Seed != nil {
 		d.Devices.Disks = append(d.Devices.Disks, libvirtxml.DomainDisk{
 			Device:   "cdrom",
 			Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
-			Source:   &libvirtxml.DomainDiskSource{Volume: &libvirtxml.DomainDiskSourceVolume{Pool: spec.seed.pool, Volume: spec.seed.name}},
+			Source:   &libvirtxml.DomainDiskSource{Volume: &libvirtxml.DomainDiskSourceVolume{Pool: spec.Seed.Pool, Volume: spec.Seed.Name}},
 			Target:   &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
 			ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 		})
 	}
-	for _, n := range spec.nics {
+	for _, n := range spec.NICs {
 		nic := libvirtxml.DomainInterface{Model: &libvirtxml.DomainInterfaceModel{Type: "virtio"}}
-		if n.bridge != "" {
-			nic.Source = &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: n.bridge}}
+		if n.Bridge != "" {
+			nic.Source = &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: n.Bridge}}
 		} else {
-			nic.Source = &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: n.network}}
+			nic.Source = &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: n.Network}}
 		}
-		if n.mtu > 0 {
-			nic.MTU = &libvirtxml.DomainInterfaceMTU{Size: n.mtu}
+		if n.MTU > 0 {
+			nic.MTU = &libvirtxml.DomainInterfaceMTU{Size: n.MTU}
 		}
 		d.Devices.Interfaces = append(d.Devices.Interfaces, nic)
 	}
-	if spec.domainType != "test" {
+	if spec.Type != "test" {
 		d.Devices.Serials = []libvirtxml.DomainSerial{{Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}}}}
 		d.Devices.Consoles = []libvirtxml.DomainConsole{{Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
 			Target: &libvirtxml.DomainConsoleTarget{Type: "serial"}}}
@@ -178,38 +191,25 @@ func diskLetters(i int) string {
 	return s
 }
 
-// observedDomain is what banlieue reads back from a domain's XML.
-type observedDomain struct {
-	name, uuid string
-	cpus       uint
-	memoryMiB  uint
-	meta       *machineMetadata
-	// disks are the volumes of the domain's disk devices (not CD-ROMs), in order.
-	disks []volumeRef
-	macs  []string
-	// networks are the libvirt networks of the NICs, for DHCP leases.
-	networks []string
-	nvram    bool
-}
-
-// parseDomain reads a domain's XML.
-func parseDomain(x string) (*observedDomain, error) {
+// parseDomain reads what banlieue needs of a domain's XML into a Domain, without its
+// state and disk sizes.
+func parseDomain(x string) (*Domain, error) {
 	d := &libvirtxml.Domain{}
 	if err := d.Unmarshal(x); err != nil {
 		return nil, fmt.Errorf("failed to parse the domain XML: %w", err)
 	}
-	o := &observedDomain{name: d.Name, uuid: d.UUID}
+	o := &Domain{Name: d.Name, UUID: d.UUID}
 	if d.VCPU != nil {
-		o.cpus = d.VCPU.Value
+		o.CPUs = d.VCPU.Value
 	}
 	if d.Memory != nil {
-		o.memoryMiB = toMiB(d.Memory.Value, d.Memory.Unit)
+		o.MemoryMiB = toMiB(d.Memory.Value, d.Memory.Unit)
 	}
 	if d.Metadata != nil {
-		o.meta = findMetadata(d.Metadata.XML)
+		o.Metadata = findMetadata(d.Metadata.XML)
 	}
 	if d.OS != nil && (d.OS.NVRam != nil || d.OS.Firmware == "efi") {
-		o.nvram = true
+		o.NVRAM = true
 	}
 	if d.Devices != nil {
 		for _, disk := range d.Devices.Disks {
@@ -217,15 +217,15 @@ func parseDomain(x string) (*observedDomain, error) {
 				continue
 			}
 			if disk.Source != nil && disk.Source.Volume != nil {
-				o.disks = append(o.disks, volumeRef{pool: disk.Source.Volume.Pool, name: disk.Source.Volume.Volume})
+				o.Disks = append(o.Disks, VolumeRef{Pool: disk.Source.Volume.Pool, Name: disk.Source.Volume.Volume})
 			}
 		}
 		for _, n := range d.Devices.Interfaces {
 			if n.MAC != nil {
-				o.macs = append(o.macs, strings.ToLower(n.MAC.Address))
+				o.MACs = append(o.MACs, strings.ToLower(n.MAC.Address))
 			}
-			if n.Source != nil && n.Source.Network != nil && !slices.Contains(o.networks, n.Source.Network.Network) {
-				o.networks = append(o.networks, n.Source.Network.Network)
+			if n.Source != nil && n.Source.Network != nil && !slices.Contains(o.Networks, n.Source.Network.Network) {
+				o.Networks = append(o.Networks, n.Source.Network.Network)
 			}
 		}
 	}
@@ -234,7 +234,7 @@ func parseDomain(x string) (*observedDomain, error) {
 
 // findMetadata finds banlieue's element among a domain's metadata elements; nil when
 // there is none.
-func findMetadata(inner string) *machineMetadata {
+func findMetadata(inner string) *Metadata {
 	dec := xml.NewDecoder(strings.NewReader(inner))
 	for {
 		tok, err := dec.Token()
@@ -245,7 +245,7 @@ func findMetadata(inner string) *machineMetadata {
 		if !ok || se.Name.Space != MetadataNamespace || se.Name.Local != "machine" {
 			continue
 		}
-		m := &machineMetadata{}
+		m := &Metadata{}
 		if err := dec.DecodeElement(m, &se); err != nil {
 			return nil
 		}
@@ -277,4 +277,13 @@ var ownMetadata = regexp.MustCompile(`(?s)<([A-Za-z_][\w.-]*):machine\s+xmlns:[A
 // stripMetadata removes banlieue's element from a domain's metadata elements.
 func stripMetadata(inner string) string {
 	return strings.TrimSpace(ownMetadata.ReplaceAllString(inner, ""))
+}
+
+// replaceMetadata returns a domain's metadata elements with banlieue's replaced by m,
+// keeping other tools' elements.
+func replaceMetadata(old *libvirtxml.DomainMetadata, m Metadata) string {
+	if old == nil {
+		return m.marshal()
+	}
+	return stripMetadata(old.XML) + m.marshal()
 }

@@ -1,0 +1,209 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// Config is how to reach one libvirtd.
+type Config struct {
+	// Endpoint is the libvirt URI, e.g. qemu+ssh://user@host/system.
+	Endpoint string
+	// Credentials is the credentials Secret's data (SSHPrivateKeyKey, KnownHostsKey,
+	// TLSCertKey, TLSKeyKey, CACertKey); never logged nor put in an error.
+	Credentials map[string][]byte
+	// SecretRef is "<namespace>/<name>" of the credentials Secret, for messages.
+	SecretRef string
+	// CABundle is the PEM CA bundle that verifies libvirtd's TLS certificate; the
+	// Secret's CACertKey, else the system roots, when empty.
+	CABundle []byte
+	// InsecureSkipTLSVerify accepts any certificate libvirtd presents.
+	InsecureSkipTLSVerify bool
+	// DialTimeout bounds a connection to libvirtd, SSH and TLS handshakes included.
+	DialTimeout time.Duration
+	// Class labels the calls counted in providersdk.BackendCalls.
+	Class string
+}
+
+// Client is one connection to a libvirtd, dialled again when it dropped (libvirtd
+// restarted, the network blinked). It is safe for concurrent use.
+type Client struct {
+	ep     *endpoint
+	dialer *dialer
+	// secretRef is "<namespace>/<name>" of the credentials Secret, for messages.
+	secretRef string
+	class     string
+
+	mu   sync.Mutex
+	conn *libvirt.Libvirt
+	// raw are the network connections under conn and the imports' connections:
+	// go-libvirt stops using a connection whose reads fail without closing it, so the
+	// client closes them itself.
+	raw   map[*libvirt.Libvirt]*rawConn
+	rawMu sync.Mutex
+}
+
+// Connect parses cfg, prepares its credentials and opens the connection. It fails with
+// providersdk.Unreachable when libvirtd cannot be reached or its host not verified,
+// providersdk.Unauthorized when it rejects the credentials, and providersdk.Permanent
+// when the endpoint or the credentials are incomplete.
+func Connect(ctx context.Context, cfg Config) (*Client, error) {
+	ep, err := parseEndpoint(cfg.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	dl, err := newDialer(ep, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{ep: ep, dialer: dl, secretRef: cfg.SecretRef, class: cfg.Class, raw: map[*libvirt.Libvirt]*rawConn{}}
+	if _, err := c.client(); err != nil {
+		return nil, err
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Connected to libvirtd", "endpoint", ep.safe)
+	return c, nil
+}
+
+// URI is the endpoint without user information, for messages.
+func (c *Client) URI() string { return c.ep.safe }
+
+// RemoteHost is the remote host's name of an ssh or tls endpoint; "" for a local socket.
+func (c *Client) RemoteHost() string { return c.ep.host }
+
+// dial opens a new connection to the daemon's driver; close closes it.
+func (c *Client) dial() (*libvirt.Libvirt, error) {
+	rc := &rawConn{dialer: c.dialer}
+	l := libvirt.NewWithDialer(rc)
+	if err := l.ConnectToURI(libvirt.ConnectURI(c.ep.driverURI)); err != nil {
+		rc.close()
+		return nil, c.fail("connect to libvirt at "+c.ep.safe, err)
+	}
+	c.rawMu.Lock()
+	c.raw[l] = rc
+	c.rawMu.Unlock()
+	return l, nil
+}
+
+// close ends a connection dial made: politely, then by closing its network connection.
+func (c *Client) close(l *libvirt.Libvirt) {
+	if l.IsConnected() {
+		_ = l.Disconnect()
+	}
+	c.rawMu.Lock()
+	rc := c.raw[l]
+	delete(c.raw, l)
+	c.rawMu.Unlock()
+	if rc != nil {
+		rc.close()
+	}
+}
+
+// rawConn is a dialer that remembers the connection it made.
+type rawConn struct {
+	dialer *dialer
+	mu     sync.Mutex
+	conn   net.Conn
+}
+
+// Dial dials and remembers the connection.
+func (r *rawConn) Dial() (net.Conn, error) {
+	c, err := r.dialer.Dial()
+	r.mu.Lock()
+	r.conn = c
+	r.mu.Unlock()
+	return c, err
+}
+
+// close closes the remembered connection.
+func (r *rawConn) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn != nil {
+		_ = r.conn.Close()
+		r.conn = nil
+	}
+}
+
+// client returns the connection, dialling again when it dropped.
+func (c *Client) client() (*libvirt.Libvirt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil && c.conn.IsConnected() {
+		return c.conn, nil
+	}
+	if old := c.conn; old != nil {
+		c.conn = nil
+		go c.close(old)
+	}
+	l, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	c.conn = l
+	return l, nil
+}
+
+// drop forgets l, closing it, so the next call dials afresh.
+func (c *Client) drop(l *libvirt.Libvirt) {
+	c.mu.Lock()
+	if c.conn == l {
+		c.conn = nil
+	}
+	c.mu.Unlock()
+	go c.close(l)
+}
+
+// do runs f, doing what, on the connection and returns its error typed by fail; it
+// counts the work in providersdk.BackendCalls as operation. go-libvirt calls take no
+// context, so when ctx ends first the connection is closed, which ends the call, and
+// the backend is reported unreachable.
+func (c *Client) do(ctx context.Context, operation, what string, f func(l *libvirt.Libvirt) error) error {
+	l, err := c.client()
+	if err != nil {
+		providersdk.CountBackendCall(c.class, operation, err)
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- f(l) }()
+	select {
+	case err := <-done:
+		providersdk.CountBackendCall(c.class, operation, err)
+		err = c.fail(what, err)
+		if providersdk.IsUnreachable(err) {
+			c.drop(l)
+		}
+		return err
+	case <-ctx.Done():
+		providersdk.CountBackendCall(c.class, operation, ctx.Err())
+		c.drop(l)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return providersdk.Unreachable(fmt.Errorf("libvirt at %s did not answer in time to %s", c.ep.safe, what))
+		}
+		return fmt.Errorf("failed to %s: %w", what, ctx.Err())
+	}
+}
+
+// Close closes the connection and every import's.
+func (c *Client) Close() {
+	c.mu.Lock()
+	c.conn = nil
+	c.mu.Unlock()
+	c.rawMu.Lock()
+	var conns []*libvirt.Libvirt
+	for l := range c.raw {
+		conns = append(conns, l)
+	}
+	c.rawMu.Unlock()
+	for _, l := range conns {
+		c.close(l)
+	}
+}

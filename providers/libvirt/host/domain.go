@@ -1,0 +1,261 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/google/uuid"
+	"libvirt.org/go/libvirtxml"
+)
+
+// State is a domain's state, as libvirt reports it.
+type State int
+
+// The states of a domain.
+const (
+	// StateNoState is a domain libvirt knows no state of.
+	StateNoState State = iota
+	// StateRunning is a running domain.
+	StateRunning
+	// StateBlocked is a running domain blocked on a resource.
+	StateBlocked
+	// StatePaused is a domain whose CPUs are stopped, by a user or by the hypervisor.
+	StatePaused
+	// StateShutdown is a domain shutting down.
+	StateShutdown
+	// StateShutoff is a domain that does not run.
+	StateShutoff
+	// StateCrashed is a domain whose guest crashed.
+	StateCrashed
+	// StatePMSuspended is a domain whose guest suspended itself (ACPI S3).
+	StatePMSuspended
+)
+
+// Domain is a domain as one lookup read it: its definition, state and disk sizes.
+type Domain struct {
+	// Name and UUID are the domain's.
+	Name, UUID string
+	// CPUs is the virtual CPU count.
+	CPUs uint
+	// MemoryMiB is the memory in MiB.
+	MemoryMiB uint
+	// Metadata is banlieue's element in the domain's <metadata>; nil when it has none.
+	Metadata *Metadata
+	// Disks are the volumes of the domain's disk devices (not CD-ROMs), in bus order.
+	Disks []VolumeRef
+	// DiskBytes are the sizes of Disks in bytes; 0 where a size cannot be read.
+	DiskBytes []int64
+	// MACs are the lowercase MAC addresses of the domain's NICs.
+	MACs []string
+	// Networks are the libvirt networks of the NICs.
+	Networks []string
+	// NVRAM is true when the domain has UEFI variables to delete with it.
+	NVRAM bool
+	// State is the domain's state.
+	State State
+	// Reason is libvirt's code for why the domain is in State.
+	Reason int32
+	// PausedByUser is true when the domain was paused on purpose (libvirt's pause
+	// reason "user"), not stopped by the hypervisor (a crash, an I/O error).
+	PausedByUser bool
+	// ManagedSave is true when the domain's memory is saved to disk (a managed save).
+	ManagedSave bool
+
+	ref libvirt.Domain
+}
+
+// FindDomain looks up the domain with UUID id and reads its XML, state and disk sizes.
+// It fails with a NotFoundError of KindDomain when there is none.
+func (c *Client) FindDomain(ctx context.Context, id string) (*Domain, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return nil, fmt.Errorf("failed to look up domain %s: the UUID does not parse: %w", id, err)
+	}
+	var d *Domain
+	err = c.do(ctx, "LookupDomain", "look up domain "+id, func(l *libvirt.Libvirt) error {
+		dom, err := l.DomainLookupByUUID(libvirt.UUID(u))
+		if isCode(err, libvirt.ErrNoDomain) {
+			return &NotFoundError{Kind: KindDomain, Name: id}
+		}
+		if err != nil {
+			return err
+		}
+		d, err = readDomain(l, dom)
+		return err
+	})
+	return d, err
+}
+
+// readDomain reads a domain's XML, state, managed save image and disk sizes.
+func readDomain(l *libvirt.Libvirt, dom libvirt.Domain) (*Domain, error) {
+	x, err := l.DomainGetXMLDesc(dom, 0)
+	if err != nil {
+		return nil, err
+	}
+	d, err := parseDomain(x)
+	if err != nil {
+		return nil, err
+	}
+	d.ref = dom
+	st, reason, err := l.DomainGetState(dom, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.State, d.Reason = State(st), reason
+	d.PausedByUser = libvirt.DomainState(st) == libvirt.DomainPaused && reason == int32(libvirt.DomainPausedUser)
+	if has, err := l.DomainHasManagedSaveImage(dom, 0); err == nil {
+		d.ManagedSave = has == 1
+	} else if !isCode(err, libvirt.ErrNoSupport) {
+		return nil, err
+	}
+	for _, v := range d.Disks {
+		d.DiskBytes = append(d.DiskBytes, volumeCapacity(l, v))
+	}
+	return d, nil
+}
+
+// volumeCapacity is a volume's size in bytes; 0 when it cannot be read.
+func volumeCapacity(l *libvirt.Libvirt, v VolumeRef) int64 {
+	vol, err := findVolume(l, v)
+	if err != nil {
+		return 0
+	}
+	_, capacity, _, err := l.StorageVolGetInfo(vol)
+	if err != nil {
+		return 0
+	}
+	return int64(capacity)
+}
+
+// DefineDomain defines the domain of spec unless one with its UUID exists, which it
+// returns as it is (what an interrupted define made, or a domain that is not the
+// caller's: its Metadata tells). It fails with a NameInUseError when another domain has
+// spec's name.
+func (c *Client) DefineDomain(ctx context.Context, spec DomainSpec) (*Domain, error) {
+	u, err := uuid.Parse(spec.UUID)
+	if err != nil {
+		return nil, fmt.Errorf("failed to define domain %s: the UUID does not parse: %w", spec.Name, err)
+	}
+	x, err := renderDomain(spec)
+	if err != nil {
+		return nil, fmt.Errorf("failed to render the domain XML: %w", err)
+	}
+	var d *Domain
+	err = c.do(ctx, "DefineDomain", "define domain "+spec.Name, func(l *libvirt.Libvirt) error {
+		dom, err := l.DomainLookupByUUID(libvirt.UUID(u))
+		if err != nil && !isCode(err, libvirt.ErrNoDomain) {
+			return err
+		}
+		if err != nil {
+			if dom, err = l.DomainDefineXMLFlags(x, 0); err != nil {
+				if other, lerr := l.DomainLookupByName(spec.Name); lerr == nil && uuidString(other.UUID) != spec.UUID {
+					return &NameInUseError{Name: spec.Name, UUID: uuidString(other.UUID)}
+				}
+				return err
+			}
+		}
+		d, err = readDomain(l, dom)
+		return err
+	})
+	return d, err
+}
+
+// uuidString formats a libvirt UUID.
+func uuidString(u libvirt.UUID) string { return uuid.UUID(u).String() }
+
+// Reshape is a change to a shut-off domain's definition.
+type Reshape struct {
+	// CPUs is the new virtual CPU count.
+	CPUs uint
+	// MemoryMiB is the new memory in MiB.
+	MemoryMiB uint
+	// AddDisks are disks to attach; their volumes must exist.
+	AddDisks []IndexedDisk
+	// Metadata replaces banlieue's element in the domain's <metadata>.
+	Metadata Metadata
+}
+
+// IndexedDisk is a disk and its position on the domain's bus (0 is vda).
+type IndexedDisk struct {
+	// Index is the disk's position: vda for 0, vdb for 1, …
+	Index int
+	// Disk is the disk.
+	Disk Disk
+}
+
+// Reconfigure redefines d (shut off) with r's CPUs, memory, added disks and metadata,
+// keeping the rest of its definition and other tools' metadata.
+func (c *Client) Reconfigure(ctx context.Context, d *Domain, r Reshape) error {
+	return c.do(ctx, "ReconfigureDomain", "reconfigure domain "+d.Name, func(l *libvirt.Libvirt) error {
+		x, err := l.DomainGetXMLDesc(d.ref, libvirt.DomainXMLInactive)
+		if err != nil {
+			return err
+		}
+		def := &libvirtxml.Domain{}
+		if err := def.Unmarshal(x); err != nil {
+			return err
+		}
+		if def.Devices == nil {
+			def.Devices = &libvirtxml.DomainDeviceList{}
+		}
+		for _, a := range r.AddDisks {
+			def.Devices.Disks = append(def.Devices.Disks, a.Disk.device(a.Index))
+		}
+		def.VCPU = &libvirtxml.DomainVCPU{Placement: "static", Value: r.CPUs}
+		def.Memory = &libvirtxml.DomainMemory{Value: r.MemoryMiB, Unit: "MiB"}
+		def.CurrentMemory = &libvirtxml.DomainCurrentMemory{Value: r.MemoryMiB, Unit: "MiB"}
+		def.Metadata = &libvirtxml.DomainMetadata{XML: replaceMetadata(def.Metadata, r.Metadata)}
+		nx, err := def.Marshal()
+		if err != nil {
+			return err
+		}
+		_, err = l.DomainDefineXMLFlags(nx, 0)
+		return err
+	})
+}
+
+// Addresses are the IP addresses d reports, unfiltered: the DHCP leases of its MACs on
+// its libvirt networks, then what the guest agent reports. Errors of either source are
+// ignored: a guest without an agent, or a network without DHCP, has none.
+func (c *Client) Addresses(ctx context.Context, d *Domain) ([]string, error) {
+	var out []string
+	err := c.do(ctx, "GetAddresses", "read the addresses of domain "+d.Name, func(l *libvirt.Libvirt) error {
+		for _, name := range d.Networks {
+			n, err := l.NetworkLookupByName(name)
+			if err != nil {
+				continue
+			}
+			leases, _, err := l.NetworkGetDhcpLeases(n, nil, 1, 0)
+			if err != nil {
+				continue
+			}
+			for _, lease := range leases {
+				if len(lease.Mac) > 0 && containsFold(d.MACs, lease.Mac[0]) {
+					out = append(out, lease.Ipaddr)
+				}
+			}
+		}
+		ifaces, err := l.DomainInterfaceAddresses(d.ref, uint32(libvirt.DomainInterfaceAddressesSrcAgent), 0)
+		if err == nil {
+			for _, i := range ifaces {
+				for _, a := range i.Addrs {
+					out = append(out, a.Addr)
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// containsFold reports whether list holds s, ignoring case.
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}

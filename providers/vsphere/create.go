@@ -9,16 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/property"
-	"github.com/vmware/govmomi/vim25/methods"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
-
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 )
 
 // Guest info keys that cloud-init's VMware datasource reads.
@@ -29,225 +23,50 @@ const (
 	guestinfoMetadataEncoding = "guestinfo.metadata.encoding"
 )
 
-// placement is where a machine's VM goes.
-type placement struct {
-	fd     *failureDomain
-	folder types.ManagedObjectReference
-	pool   types.ManagedObjectReference
-	// datastore holds the VM's home and boot disk; nil leaves them with the template's.
-	datastore *datastoreInfo
-	linked    bool
-}
-
-// template is what a clone needs of its template.
-type template struct {
-	ref      types.ManagedObjectReference
-	devices  object.VirtualDeviceList
-	snapshot *types.ManagedObjectReference
-}
-
 // Create clones the machine's template into its failure domain, shaped by the machine's
-// spec in one clone spec, and returns the clone task at once. It succeeds without a
-// clone when the machine's VM exists.
-func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
-	vm, err := s.findVM(ctx, string(m.UID))
-	if err != nil {
-		return providersdk.CreateResult{}, err
-	}
-	if vm != nil {
-		return providersdk.CreateResult{}, s.checkIdentity(vm, m)
+// spec in one clone request, and returns the clone task at once. obs is Observe's: it
+// found no VM, so none is looked for again; should one have appeared since (another
+// provider process's clone), vCenter refuses the duplicate name and the VM is adopted
+// when it is the machine's. An observation that found the VM makes no clone.
+func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
+	if obs.Exists {
+		return providersdk.CreateResult{}, nil
 	}
 	if err := checkUserDataSize(m); err != nil {
 		return providersdk.CreateResult{}, err
 	}
 	opts := &infrav1.VSphereOptions{}
-	if m.Object != nil {
-		if err := m.SpecField("vsphere", opts); err != nil {
-			return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineFailedReason, "%s", err.Error())
-		}
+	if err := m.Options("vsphere", opts); err != nil {
+		return providersdk.CreateResult{}, err
 	}
 	pl, err := s.place(ctx, m, opts)
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	// No name check first: vCenter refuses a duplicate name itself, and a search of the
-	// folder before every clone costs a call per VM.
-	name := vmName(m.Namespace, m.Name)
 	tmpl, err := s.template(ctx, m)
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	spec, err := s.cloneSpec(ctx, m, pl, tmpl)
+	// No name check first: vCenter refuses a duplicate name itself, and a search of the
+	// folder before every clone costs a call per VM.
+	req, err := cloneRequest(m, pl, tmpl)
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	res, err := methods.CloneVM_Task(ctx, s.vim, &types.CloneVM_Task{This: tmpl.ref, Folder: pl.folder, Name: name, Spec: *spec})
+	ref, err := s.vc.Clone(ctx, req)
 	if err != nil {
-		var dup *types.DuplicateName
-		if _, ok := fault.As(err, &dup); ok {
-			return providersdk.CreateResult{}, s.nameTaken(ctx, m, dup, &pl.folder)
+		if obj, ok := vcenter.AsDuplicateName(err); ok {
+			return providersdk.CreateResult{}, s.nameTaken(ctx, m, obj, &pl.folder)
 		}
-		return providersdk.CreateResult{}, s.fail("clone template "+tmpl.ref.Value, err)
+		return providersdk.CreateResult{}, err
 	}
-	return providersdk.CreateResult{Task: task(res.Returnval, providersdk.OperationClone)}, nil
-}
-
-// nameTaken decides what a VM that already has the machine's VM name in folder is: the
-// machine's own (adopted: nil, the next look finds it by UUID), one a clone is still
-// making, which after a restart may be the machine's own whose task was lost (waited
-// for), or another's (NameConflict, left alone).
-// The fault names the VM; where it does not, folder (when known) is searched for the name.
-func (s *session) nameTaken(ctx context.Context, m *providersdk.Machine, dup *types.DuplicateName, folder *types.ManagedObjectReference) error {
-	if vm, err := s.findVM(ctx, string(m.UID)); err != nil || vm != nil {
-		return err
-	}
-	name := vmName(m.Namespace, m.Name)
-	ref := dup.Object
-	if ref.Value == "" && folder != nil {
-		obj, err := object.NewSearchIndex(s.vim).FindChild(ctx, object.NewFolder(s.vim, *folder), name)
-		if err != nil {
-			return s.fail("look for VM "+name, err)
-		}
-		if obj == nil {
-			return providersdk.InFlight(providersdk.OperationClone, "") // gone meanwhile: look again
-		}
-		ref = obj.Reference()
-	}
-	if ref.Value == "" {
-		return nameConflict(m)
-	}
-	var vm mo.VirtualMachine
-	if err := property.DefaultCollector(s.vim).RetrieveOne(ctx, ref, []string{"config.instanceUuid"}, &vm); err != nil {
-		if fault.Is(err, &types.ManagedObjectNotFound{}) {
-			return providersdk.InFlight(providersdk.OperationClone, "")
-		}
-		return s.fail("read VM "+name, err)
-	}
-	if vm.Config == nil || vm.Config.InstanceUuid == "" || vm.Config.InstanceUuid == string(m.UID) {
-		return providersdk.InFlight(providersdk.OperationClone, "")
-	}
-	return nameConflict(m)
-}
-
-// nameConflict says that a VM that is not the machine's has its VM name.
-func nameConflict(m *providersdk.Machine) error {
-	return providersdk.Permanent(infrav1.MachineNameConflictReason,
-		"a VM named %q already exists in the target folder and is not this machine's (it lacks instance UUID %s); rename or remove it",
-		vmName(m.Namespace, m.Name), m.UID)
-}
-
-// place decides the failure domain, folder, resource pool and datastore of a new VM:
-// the machine's spec.vsphere first, then the Provider's parameters, then the failure
-// domain's defaults.
-func (s *session) place(ctx context.Context, m *providersdk.Machine, opts *infrav1.VSphereOptions) (*placement, error) {
-	fd, err := s.failureDomain(ctx, m.Spec.FailureDomain)
-	if err != nil {
-		return nil, err
-	}
-	if dc := opts.Datacenter; dc != "" && dc != fd.datacenterName && dc != fd.datacenterPath {
-		return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
-			"spec.vsphere.datacenter %q is not the datacenter of failure domain %q (%s)", dc, fd.name, fd.datacenterPath)
-	}
-	pl := &placement{fd: fd, folder: fd.vmFolder, pool: fd.resourcePool, linked: opts.CloneMode == "linked"}
-	if f := first(opts.Folder, s.params.folder); f != "" {
-		if pl.folder, err = s.findPath(ctx, fd.datacenterPath+"/vm", f, "folder", "Folder"); err != nil {
-			return nil, err
-		}
-	}
-	if rp := first(opts.ResourcePool, s.params.resourcePool); rp != "" {
-		if pl.pool, err = s.findPath(ctx, fd.clusterPath+"/Resources", rp, "resource pool", "ResourcePool", "VirtualApp"); err != nil {
-			return nil, err
-		}
-	}
-	switch {
-	case opts.Datastore != "":
-		pl.datastore, err = fd.datastore(opts.Datastore)
-	case len(m.Spec.Disks) > 0 && hasStorageKey(m.Spec.Disks[0].Target):
-		pl.datastore, err = fd.diskDatastore(m.Spec.Disks[0])
-	case s.params.datastore != "":
-		pl.datastore, err = fd.datastore(s.params.datastore)
-	}
-	return pl, err
-}
-
-// failureDomain finds a failure domain by name, discovering the inventory again when it
-// is not known. An empty name is the only failure domain, when there is one.
-func (s *session) failureDomain(ctx context.Context, name string) (*failureDomain, error) {
-	for _, refresh := range []bool{false, true} {
-		inv, err := s.domains(ctx, refresh)
-		if err != nil {
-			return nil, err
-		}
-		if name == "" && len(inv.domains) == 1 {
-			return inv.domains[0], nil
-		}
-		if fd := inv.byName[name]; fd != nil {
-			return fd, nil
-		}
-	}
-	if name == "" {
-		return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
-			"spec.failureDomain is empty and vCenter %s does not have exactly one failure domain", s.host)
-	}
-	return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "failure domain %q does not exist on vCenter %s", name, s.host)
-}
-
-// findPath finds an object by inventory path; a relative path is taken from base.
-func (s *session) findPath(ctx context.Context, base, path, what string, kinds ...string) (types.ManagedObjectReference, error) {
-	full := path
-	if !strings.HasPrefix(path, "/") {
-		full = base + "/" + path
-	}
-	obj, err := object.NewSearchIndex(s.vim).FindByInventoryPath(ctx, full)
-	if err != nil {
-		return types.ManagedObjectReference{}, s.fail("find "+what+" "+full, err)
-	}
-	if obj == nil {
-		return types.ManagedObjectReference{}, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "%s %q does not exist on vCenter %s", what, full, s.host)
-	}
-	for _, k := range kinds {
-		if obj.Reference().Type == k {
-			return obj.Reference(), nil
-		}
-	}
-	return types.ManagedObjectReference{}, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "%q is a %s, not a %s", full, obj.Reference().Type, what)
-}
-
-// datastore finds a datastore by name among those the failure domain reaches.
-func (fd *failureDomain) datastore(name string) (*datastoreInfo, error) {
-	ds, ok := fd.datastores[name]
-	if !ok {
-		return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
-			"datastore %q is not reachable from failure domain %q", name, fd.name)
-	}
-	return &ds, nil
-}
-
-// diskDatastore finds the datastore of a disk's storage class target; nil when the
-// target has no vSphere key.
-func (fd *failureDomain) diskDatastore(d infrav1.MachineDisk) (*datastoreInfo, error) {
-	ds, ok, what := fd.storageTarget(d.Target)
-	if !ok {
-		return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
-			"disk %q: %s of storage class %q is not reachable from failure domain %q", d.Name, what, d.StorageClass, fd.name)
-	}
-	if ds.ref.Value == "" {
-		return nil, nil
-	}
-	return &ds, nil
-}
-
-// hasStorageKey reports whether a storage target names vSphere storage.
-func hasStorageKey(target map[string]string) bool {
-	_, ds := target[targetDatastore]
-	_, pod := target[targetDatastoreCluster]
-	return ds || pod
+	return providersdk.CreateResult{Task: task(ref, providersdk.OperationClone)}, nil
 }
 
 // template reads the machine's template: its resolved ID, or its name.
-func (s *session) template(ctx context.Context, m *providersdk.Machine) (*template, error) {
+func (s *session) template(ctx context.Context, m *providersdk.Machine) (*vcenter.Template, error) {
 	img := m.Spec.Image
-	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: img.ResolvedRef}
+	ref := vcenter.Ref{Type: "VirtualMachine", Value: img.ResolvedRef}
 	if img.ResolvedRef == "" {
 		found, ok, err := s.findTemplate(ctx, img.Ref)
 		if err != nil {
@@ -258,74 +77,106 @@ func (s *session) template(ctx context.Context, m *providersdk.Machine) (*templa
 		}
 		ref = found
 	}
-	var vm mo.VirtualMachine
-	if err := property.DefaultCollector(s.vim).RetrieveOne(ctx, ref, []string{"config.hardware.device", "snapshot"}, &vm); err != nil {
-		if fault.Is(err, &types.ManagedObjectNotFound{}) {
-			return nil, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "template %s (%q) not found in vCenter %s", ref.Value, img.Ref, s.host)
-		}
-		return nil, s.fail("read template "+ref.Value, err)
+	t, err := s.vc.ReadTemplate(ctx, ref)
+	if vcenter.IsNotFound(err) {
+		return nil, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "template %s (%q) not found in vCenter %s", ref.Value, img.Ref, s.host)
 	}
-	t := &template{ref: ref}
-	if vm.Config != nil {
-		t.devices = vm.Config.Hardware.Device
-	}
-	if vm.Snapshot != nil {
-		t.snapshot = vm.Snapshot.CurrentSnapshot
-	}
-	return t, nil
+	return t, err
 }
 
-// cloneSpec shapes the clone in one spec: CPUs, memory, firmware, disks, NICs, guest
-// info, identity and power.
-func (s *session) cloneSpec(ctx context.Context, m *providersdk.Machine, pl *placement, t *template) (*types.VirtualMachineCloneSpec, error) {
-	want := desiredPower(m)
-	cfg := &types.VirtualMachineConfigSpec{
-		NumCPUs:      m.Spec.Hardware.CPUs,
-		MemoryMB:     m.Spec.Hardware.MemoryMiB,
-		InstanceUuid: string(m.UID),
+// cloneRequest shapes the clone from the machine's spec: placement, CPUs, memory,
+// firmware, disks, NICs, guest info, identity and power.
+func cloneRequest(m *providersdk.Machine, pl *placement, t *vcenter.Template) (vcenter.CloneRequest, error) {
+	want := m.DesiredPower()
+	req := vcenter.CloneRequest{
+		Template:     t,
+		Name:         vmName(m.Namespace, m.Name),
+		Folder:       pl.folder,
+		Pool:         pl.pool,
+		Datastore:    pl.datastore,
+		Linked:       pl.linked,
+		InstanceUUID: string(m.UID),
+		CPUs:         m.Spec.Hardware.CPUs,
+		MemoryMiB:    m.Spec.Hardware.MemoryMiB,
 		ExtraConfig:  extraConfig(m),
+		PowerOn:      want == banlieuev1.PowerStatePoweredOn || want == banlieuev1.PowerStateSuspended,
 	}
 	switch m.Spec.Hardware.Firmware {
 	case banlieuev1.FirmwareBIOS:
-		cfg.Firmware = string(types.GuestOsDescriptorFirmwareTypeBios)
+		req.Firmware = vcenter.FirmwareBIOS
 	case banlieuev1.FirmwareEFI, banlieuev1.FirmwareEFISecure:
-		cfg.Firmware = string(types.GuestOsDescriptorFirmwareTypeEfi)
-		cfg.BootOptions = &types.VirtualMachineBootOptions{
-			EfiSecureBootEnabled: types.NewBool(m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFISecure),
-		}
+		req.Firmware = vcenter.FirmwareEFI
+		req.SecureBoot = m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFISecure
 	}
-	spec := &types.VirtualMachineCloneSpec{
-		Location: types.VirtualMachineRelocateSpec{Pool: &pl.pool, Folder: &pl.folder},
-		PowerOn:  want == banlieuev1.PowerStatePoweredOn || want == banlieuev1.PowerStateSuspended,
-		Config:   cfg,
+	if pl.linked && !t.HasSnapshot {
+		return vcenter.CloneRequest{}, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
+			"a linked clone needs a snapshot on template %s; take one or use cloneMode full", t.Ref.Value)
 	}
-	if pl.datastore != nil {
-		spec.Location.Datastore = &pl.datastore.ref
+	var err error
+	if req.Disks, err = cloneDisks(m, pl, t); err != nil {
+		return vcenter.CloneRequest{}, err
 	}
-	if pl.linked {
-		if t.snapshot == nil {
-			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
-				"a linked clone needs a snapshot on template %s; take one or use cloneMode full", t.ref.Value)
-		}
-		spec.Snapshot = t.snapshot
-		spec.Location.DiskMoveType = string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
+	if req.NICs, err = cloneNICs(m, pl.fd, t); err != nil {
+		return vcenter.CloneRequest{}, err
 	}
-
-	keys := &keySource{next: -200}
-	changes, locators, err := s.diskChanges(m, t.devices, pl, keys, true)
-	if err != nil {
-		return nil, err
-	}
-	nicChanges, err := s.nicChanges(ctx, m, t.devices, pl.fd, keys)
-	if err != nil {
-		return nil, err
-	}
-	cfg.DeviceChange = append(changes, nicChanges...)
-	if !pl.linked {
-		spec.Location.Disk = locators
-	}
-	return spec, nil
+	return req, nil
 }
+
+// cloneDisks are the clone's disks: the template's grown to the spec's sizes, then the
+// spec's others. A template disk larger than the spec's cannot shrink, and a linked
+// clone cannot grow one.
+func cloneDisks(m *providersdk.Machine, pl *placement, t *vcenter.Template) ([]vcenter.Disk, error) {
+	out := make([]vcenter.Disk, 0, len(m.Spec.Disks))
+	for i, d := range m.Spec.Disks {
+		disk, err := pl.disk(d)
+		if err != nil {
+			return nil, err
+		}
+		if i < len(t.DiskBytes) {
+			want, have := disk.Bytes, t.DiskBytes[i]
+			if want < have {
+				return nil, providersdk.Permanent(infrav1.MachineDiskShrinkNotSupportedReason,
+					"the template's disk %d is %s, larger than the %s disk %q asks for; vSphere disks cannot shrink",
+					i, gibString(have), gibString(want), d.Name)
+			}
+			if want > have && pl.linked {
+				return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
+					"a linked clone cannot grow disk %q from %s to %s; use cloneMode full", d.Name, gibString(have), gibString(want))
+			}
+		}
+		out = append(out, disk)
+	}
+	return out, nil
+}
+
+// cloneNICs put the template's NICs on the interfaces' networks and add NICs for the
+// rest; an interface whose network class names no network keeps the template's NIC at
+// its position. A machine without interfaces keeps the template's NICs.
+func cloneNICs(m *providersdk.Machine, fd *failureDomain, t *vcenter.Template) ([]vcenter.NIC, error) {
+	var out []vcenter.NIC
+	for i, iface := range m.Spec.Interfaces {
+		name, ok := iface.Target[targetNetwork]
+		if !ok {
+			if i < t.NICs {
+				out = append(out, vcenter.NIC{Interface: iface.Name}) // keep the template's network
+				continue
+			}
+			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
+				"interface %q: network class %q names no network and the template has no NIC %d to keep", iface.Name, iface.NetworkClass, i)
+		}
+		ref, ok := fd.networks[name]
+		if !ok {
+			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
+				"interface %q: network %q of network class %q is not in failure domain %q", iface.Name, name, iface.NetworkClass, fd.name)
+		}
+		out = append(out, vcenter.NIC{Interface: iface.Name, Network: ref, NetworkName: name})
+	}
+	return out, nil
+}
+
+// gibString formats a byte count in whole GiB, rounded down, for the messages about a
+// template's disks.
+func gibString(b int64) string { return fmt.Sprintf("%d GiB", b/providersdk.GiB) }
 
 // maxGuestInfoUserData is the most user data Create puts into guestinfo.userdata, before
 // its base64 encoding makes it a third larger. Guest info is kept in the VM's .vmx
@@ -351,91 +202,20 @@ func checkUserDataSize(m *providersdk.Machine) error {
 }
 
 // extraConfig is the guest info and identity of a new VM.
-func extraConfig(m *providersdk.Machine) []types.BaseOptionValue {
+func extraConfig(m *providersdk.Machine) []vcenter.Option {
 	meta := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", m.UID, yamlString(hostname(m.Name)))
-	opts := []types.BaseOptionValue{
-		&types.OptionValue{Key: ExtraConfigMachineUID, Value: string(m.UID)},
-		&types.OptionValue{Key: guestinfoMetadata, Value: base64.StdEncoding.EncodeToString([]byte(meta))},
-		&types.OptionValue{Key: guestinfoMetadataEncoding, Value: "base64"},
+	opts := []vcenter.Option{
+		{Key: ExtraConfigMachineUID, Value: string(m.UID)},
+		{Key: guestinfoMetadata, Value: base64.StdEncoding.EncodeToString([]byte(meta))},
+		{Key: guestinfoMetadataEncoding, Value: "base64"},
 	}
 	if m.UserData != nil {
 		opts = append(opts,
-			&types.OptionValue{Key: guestinfoUserData, Value: base64.StdEncoding.EncodeToString(m.UserData)},
-			&types.OptionValue{Key: guestinfoUserDataEncoding, Value: "base64"},
+			vcenter.Option{Key: guestinfoUserData, Value: base64.StdEncoding.EncodeToString(m.UserData)},
+			vcenter.Option{Key: guestinfoUserDataEncoding, Value: "base64"},
 		)
 	}
 	return opts
-}
-
-// nicChanges re-backs the template's NICs onto the interfaces' networks, adds vmxnet3
-// NICs for the rest and removes the template's extra NICs. A machine without interfaces
-// keeps the template's NICs.
-func (s *session) nicChanges(ctx context.Context, m *providersdk.Machine, devices object.VirtualDeviceList, fd *failureDomain, keys *keySource) ([]types.BaseVirtualDeviceConfigSpec, error) {
-	if len(m.Spec.Interfaces) == 0 {
-		return nil, nil
-	}
-	existing := nics(devices)
-	var changes []types.BaseVirtualDeviceConfigSpec
-	for i, iface := range m.Spec.Interfaces {
-		name, ok := iface.Target[targetNetwork]
-		if !ok {
-			if i < len(existing) {
-				continue // keep the template's network
-			}
-			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
-				"interface %q: network class %q names no network and the template has no NIC %d to keep", iface.Name, iface.NetworkClass, i)
-		}
-		ref, ok := fd.networks[name]
-		if !ok {
-			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
-				"interface %q: network %q of network class %q is not in failure domain %q", iface.Name, name, iface.NetworkClass, fd.name)
-		}
-		netRef, ok := object.NewReference(s.vim, ref).(object.NetworkReference)
-		if !ok {
-			return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "interface %q: %q is not a network", iface.Name, name)
-		}
-		backing, err := netRef.EthernetCardBackingInfo(ctx)
-		if err != nil {
-			return nil, s.fail("read network "+name, err)
-		}
-		if i < len(existing) {
-			card := existing[i].(types.BaseVirtualEthernetCard).GetVirtualEthernetCard()
-			card.Backing = backing
-			card.Connectable = &types.VirtualDeviceConnectInfo{StartConnected: true, AllowGuestControl: true, Connected: true}
-			changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: existing[i]})
-			continue
-		}
-		dev, err := object.EthernetCardTypes().CreateEthernetCard("vmxnet3", backing)
-		if err != nil {
-			return nil, fmt.Errorf("failed to create NIC for interface %s: %w", iface.Name, err)
-		}
-		card := dev.(types.BaseVirtualEthernetCard).GetVirtualEthernetCard()
-		card.Key = keys.take()
-		card.Connectable = &types.VirtualDeviceConnectInfo{StartConnected: true, AllowGuestControl: true, Connected: true}
-		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: dev})
-	}
-	for _, extra := range existing[min(len(m.Spec.Interfaces), len(existing)):] {
-		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationRemove, Device: extra})
-	}
-	return changes, nil
-}
-
-// keySource hands out the negative keys of devices a spec adds.
-type keySource struct{ next int32 }
-
-func (k *keySource) take() int32 {
-	k.next--
-	return k.next
-}
-
-// first returns the first non-empty string.
-func first(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // hostname is the guest's host name for a machine name: the name itself while each of

@@ -29,7 +29,7 @@ func TestCrashDuringACloneLeavesOneVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := first.Create(ctx, m, providersdk.Observation{}); err != nil {
+	if _, err := afterObserve(first, m, first.Create); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.Disconnect(ctx)
@@ -40,7 +40,7 @@ func TestCrashDuringACloneLeavesOneVM(t *testing.T) {
 	if err != nil || o.Exists {
 		t.Fatalf("Observe while the first clone runs = %+v, %v; want no VM yet", o, err)
 	}
-	res, err := s.Create(ctx, m, providersdk.Observation{})
+	res, err := s.Create(ctx, m, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestDeleteWhileTheCloneRunsWaitsForTheClone(t *testing.T) {
 	vspheretest.DelayTask(t, vspheretest.TaskClone, time.Second)
 	s := connect(t, sim, NewDriver())
 	m := newMachine("2c3d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e6f")
-	res, err := s.Create(ctx, m, providersdk.Observation{})
+	res, err := afterObserve(s, m, s.Create)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +69,12 @@ func TestDeleteWhileTheCloneRunsWaitsForTheClone(t *testing.T) {
 	if err != nil || !o.Exists || o.Task != res.Task {
 		t.Fatalf("Observe during the clone = %+v, %v; want the VM reported as existing, with the clone in flight", o, err)
 	}
-	if _, err := s.Delete(ctx, m, providersdk.Observation{}); !providersdk.IsInFlight(err) {
+	if _, err := afterObserve(s, m, s.Delete); !providersdk.IsInFlight(err) {
 		t.Fatalf("Delete during the clone = %v; want InFlight", err)
 	}
 	settle(t, s, m, res.Task)
 	for range 2 {
-		res, err := s.Delete(ctx, m, providersdk.Observation{})
+		res, err := afterObserve(s, m, s.Delete)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,8 +98,9 @@ func TestCreateRefusesAnotherVMWithTheSameName(t *testing.T) {
 		t.Fatal(err)
 	}
 	fd := inv.byName["dc0-dc0-c0"]
-	task, err := tmpl.Clone(ctx, object.NewFolder(sim.Client.Client, fd.vmFolder), vmName(m.Namespace, m.Name),
-		types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &fd.resourcePool}})
+	pool := moref(fd.resourcePool)
+	task, err := tmpl.Clone(ctx, object.NewFolder(sim.Client.Client, moref(fd.vmFolder)), vmName(m.Namespace, m.Name),
+		types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestCreateRefusesAnotherVMWithTheSameName(t *testing.T) {
 
 	// vCenter refuses the name itself, at the call or in the clone's task; either way
 	// the machine is told, and the other VM is left alone.
-	res, err := s.Create(ctx, m, providersdk.Observation{})
+	res, err := afterObserve(s, m, s.Create)
 	for deadline := time.Now().Add(time.Minute); err == nil && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		m.Task = res.Task
 		var obs providersdk.Observation
@@ -147,8 +148,9 @@ func TestAVMWithTheMachinesInstanceUUIDIsCheckedForItsUID(t *testing.T) {
 				cfg.ExtraConfig = []types.BaseOptionValue{&types.OptionValue{Key: ExtraConfigMachineUID, Value: tt.uidKey}}
 			}
 			tmpl := object.NewVirtualMachine(sim.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: sim.TemplateRef})
-			task, err := tmpl.Clone(ctx, object.NewFolder(sim.Client.Client, fd.vmFolder), "someone-else",
-				types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &fd.resourcePool}, Config: cfg})
+			pool := moref(fd.resourcePool)
+			task, err := tmpl.Clone(ctx, object.NewFolder(sim.Client.Client, moref(fd.vmFolder)), "someone-else",
+				types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}, Config: cfg})
 			if err == nil {
 				err = task.Wait(ctx)
 			}
@@ -181,7 +183,7 @@ func TestCreateRefusesUserDataThatGuestinfoCannotHold(t *testing.T) {
 			m := newMachine(fmt.Sprintf("5d6e7f80-91a2-4b3c-8d4e-5f60718293a%d", i))
 			m.UserData = bytes.Repeat([]byte("a"), tt.size)
 			m.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
-			res, err := s.Create(ctx, m, providersdk.Observation{})
+			res, err := afterObserve(s, m, s.Create)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("Create: %v", err)

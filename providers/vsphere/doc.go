@@ -1,8 +1,13 @@
 // Package vsphere is banlieue's vSphere backend: a providersdk.Driver that turns
 // VSphereMachines into VMs cloned from templates on a vCenter.
 //
-// It is the only package of banlieue that imports govmomi; the provider SDK and the
-// controllers see nothing but the providersdk types.
+// It holds the driver's policy: which template, where a VM goes (placement.go), the shape
+// of its clone, which hardware changes are made online, power, identity, failure domains
+// and images. Every vCenter call goes through its service layer, package vcenter, the
+// only package of the driver that imports govmomi; the provider SDK and the controllers see
+// nothing but the providersdk types. The VM Observe reads travels in
+// Observation.State to the Create, Update or Delete of the same reconcile, which use it
+// instead of looking the VM up again.
 //
 // # Connection
 //

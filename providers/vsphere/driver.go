@@ -79,11 +79,7 @@ func NewDriver(opts ...Option) *Driver {
 // verified, providersdk.Unauthorized when it rejects the credentials, and
 // providersdk.Permanent when the Provider or its Secret is incomplete.
 func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
-	s, err := d.connect(ctx, info)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return d.connect(ctx, info)
 }
 
 // MachineKind is the infrastructure machine kind of this provider.

@@ -27,8 +27,8 @@ func FuzzGuestMetadata(f *testing.F) {
 		m.Name = name
 		var encoded string
 		for _, o := range extraConfig(m) {
-			if v := o.GetOptionValue(); v.Key == guestinfoMetadata {
-				encoded, _ = v.Value.(string)
+			if o.Key == guestinfoMetadata {
+				encoded = o.Value
 			}
 		}
 		raw, err := base64.StdEncoding.DecodeString(encoded)

@@ -3,16 +3,8 @@ package vsphere
 import (
 	"context"
 
-	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 )
-
-var _ providersdk.GuestAddressReporter = (*session)(nil)
-
-// guestAddressProperties are the VM properties GuestsWithAddresses reads: the ones
-// providerID and addresses are made of, as Observe reads them.
-var guestAddressProperties = []string{"config.uuid", "guest.ipAddress", "guest.net"}
 
 // GuestsWithAddresses returns the providerIDs of the VMs whose guests report an address
 // that Observe would report. It reads every VM of the Provider's datacenter (of the whole
@@ -25,14 +17,13 @@ func (s *session) GuestsWithAddresses(ctx context.Context) (map[string]bool, err
 	if err != nil {
 		return nil, err
 	}
-	objs, err := s.retrieveIn(ctx, container, map[string][]string{"VirtualMachine": guestAddressProperties})
+	vms, err := s.vc.GuestAddresses(ctx, container)
 	if err != nil {
-		return nil, s.fail("read the addresses of the VMs' guests", err)
+		return nil, err
 	}
 	out := map[string]bool{}
-	for _, oc := range objs {
-		vm := vmStateOf(oc.Obj, oc.PropSet)
-		if id := providerID(vm); id != "" && len(addresses(vm)) > 0 {
+	for i := range vms {
+		if id := providerID(&vms[i]); id != "" && len(addresses(&vms[i])) > 0 {
 			out[id] = true
 		}
 	}
@@ -41,20 +32,20 @@ func (s *session) GuestsWithAddresses(ctx context.Context) (map[string]bool, err
 
 // vmContainer is where the Provider's VMs are: the one datacenter of its failure
 // domains, or the root folder when they span several (or there are none).
-func (s *session) vmContainer(ctx context.Context) (types.ManagedObjectReference, error) {
+func (s *session) vmContainer(ctx context.Context) (vcenter.Ref, error) {
 	inv, err := s.domains(ctx, false)
 	if err != nil {
-		return types.ManagedObjectReference{}, err
+		return vcenter.Ref{}, err
 	}
-	var dc types.ManagedObjectReference
+	var dc vcenter.Ref
 	for _, fd := range inv.domains {
-		if dc.Value != "" && fd.datacenter != dc {
-			return s.vim.ServiceContent.RootFolder, nil
+		if !dc.IsZero() && fd.datacenter != dc {
+			return s.vc.RootFolder(), nil
 		}
 		dc = fd.datacenter
 	}
-	if dc.Value == "" {
-		return s.vim.ServiceContent.RootFolder, nil
+	if dc.IsZero() {
+		return s.vc.RootFolder(), nil
 	}
 	return dc, nil
 }

@@ -55,7 +55,7 @@ func TestGuestsWithAddressesReportsTheVMsWhoseGuestsHaveOneInOneCall(t *testing.
 
 	const uid = "5b0e7d0e-1c8a-4a52-9a55-0c3c0b1f0a0a"
 	m := newMachine(uid)
-	res, err := s.Create(ctx, m, providersdk.Observation{})
+	res, err := afterObserve(s, m, s.Create)
 	if err != nil {
 		t.Fatal(err)
 	}

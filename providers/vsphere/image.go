@@ -3,16 +3,10 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"strings"
-
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/property"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 )
 
 // ResolveImage finds the image's template by name (or inventory path) and reports its
@@ -58,51 +52,12 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 	}, nil
 }
 
-// findTemplate finds a template by inventory path (when ref holds a '/') or by name,
-// in one inventory query. Of several templates with the name, the oldest (lowest
-// managed object ID) is chosen, so the answer is stable.
-func (s *session) findTemplate(ctx context.Context, ref string) (types.ManagedObjectReference, bool, error) {
-	if strings.Contains(ref, "/") {
-		obj, err := object.NewSearchIndex(s.vim).FindByInventoryPath(ctx, ref)
-		if err != nil {
-			return types.ManagedObjectReference{}, false, s.fail("find template "+ref, err)
-		}
-		if obj == nil || obj.Reference().Type != "VirtualMachine" {
-			return types.ManagedObjectReference{}, false, nil
-		}
-		var vm mo.VirtualMachine
-		err = property.DefaultCollector(s.vim).RetrieveOne(ctx, obj.Reference(), []string{"config.template"}, &vm)
-		if err != nil {
-			if fault.Is(err, &types.ManagedObjectNotFound{}) {
-				return types.ManagedObjectReference{}, false, nil
-			}
-			return types.ManagedObjectReference{}, false, s.fail("read template "+ref, err)
-		}
-		return obj.Reference(), vm.Config != nil && vm.Config.Template, nil
+// findTemplate finds a template by name or inventory path (of several with the name,
+// the oldest); found is false when there is none.
+func (s *session) findTemplate(ctx context.Context, ref string) (tmpl vcenter.Ref, found bool, err error) {
+	tmpl, err = s.vc.FindTemplate(ctx, ref)
+	if vcenter.IsNotFound(err) {
+		return vcenter.Ref{}, false, nil
 	}
-	vms, err := s.retrieveView(ctx, map[string][]string{"VirtualMachine": {"name", "config.template"}})
-	if err != nil {
-		return types.ManagedObjectReference{}, false, s.fail("find template "+ref, err)
-	}
-	var best *types.ManagedObjectReference
-	for i := range vms {
-		if vms[i].name != ref || vms[i].props["config.template"] != true {
-			continue
-		}
-		if best == nil || morefLess(vms[i].ref, *best) {
-			best = &vms[i].ref
-		}
-	}
-	if best == nil {
-		return types.ManagedObjectReference{}, false, nil
-	}
-	return *best, true, nil
-}
-
-// morefLess orders managed object IDs by age: vm-9 before vm-10.
-func morefLess(a, b types.ManagedObjectReference) bool {
-	if len(a.Value) != len(b.Value) {
-		return len(a.Value) < len(b.Value)
-	}
-	return a.Value < b.Value
+	return tmpl, err == nil, err
 }

@@ -10,15 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/vmware/govmomi/nfc"
-	"github.com/vmware/govmomi/object"
-	ovfimporter "github.com/vmware/govmomi/ovf/importer"
-	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 )
 
 // importTemplate starts, or reports, the import of img's OVA (or OVF) from the URL from
@@ -33,7 +29,7 @@ func (s *session) importTemplate(ctx context.Context, img *providersdk.Image, na
 	return j.Result(fmt.Sprintf("template %q", name), from, "vCenter "+s.host)
 }
 
-// run downloads the OVA (or OVF and its files) to a temporary directory, imports it into
+// runImport downloads the OVA (or OVF and its files) to a temporary directory, imports it into
 // the first failure domain and marks it a template.
 func (s *session) runImport(ctx context.Context, j *providersdk.ImportJob, name, from, checksum string) (string, error) {
 	dir, err := os.MkdirTemp("", "banlieue-import-")
@@ -50,11 +46,8 @@ func (s *session) runImport(ctx context.Context, j *providersdk.ImportJob, name,
 	if err := s.downloadFile(ctx, j, u, local, checksum); err != nil {
 		return "", err
 	}
-	var archive ovfimporter.Archive = &ovfimporter.TapeArchive{Path: local}
-	descriptor := "*.ovf"
-	if strings.HasSuffix(strings.ToLower(u.Path), ".ovf") {
-		archive = &ovfimporter.FileArchive{Path: local}
-		descriptor = local
+	isOVF := strings.HasSuffix(strings.ToLower(u.Path), ".ovf")
+	if isOVF {
 		if err := s.downloadReferences(ctx, j, u, local); err != nil {
 			return "", err
 		}
@@ -72,61 +65,15 @@ func (s *session) runImport(ctx context.Context, j *providersdk.ImportJob, name,
 	if err != nil {
 		return "", err
 	}
-	imp := &ovfimporter.Importer{
-		Client:       s.vim,
-		Archive:      archive,
-		Log:          func(string) (int, error) { return 0, nil },
-		ResourcePool: object.NewResourcePool(s.vim, pl.pool),
-		Folder:       object.NewFolder(s.vim, pl.folder),
-		Datastore:    object.NewDatastore(s.vim, importDatastore(pl)),
-	}
-	info, lease, err := imp.ImportVApp(ctx, descriptor, ovfimporter.Options{Name: &name, DiskProvisioning: string(types.OvfCreateImportSpecParamsDiskProvisioningTypeThin)})
+	ref, err := s.vc.Import(ctx, vcenter.ImportRequest{
+		Path: local, OVF: isOVF, Name: name,
+		Folder: pl.folder, Pool: pl.pool, Datastore: pl.importDatastore(),
+		Track: j.Track,
+	})
 	if err != nil {
-		return "", s.fail("start the import", err)
+		return "", err
 	}
-	updater := lease.StartUpdater(ctx, info)
-	defer updater.Done()
-	for _, item := range info.Items {
-		if err := s.upload(ctx, j, archive, lease, item); err != nil {
-			_ = lease.Abort(context.WithoutCancel(ctx), &types.LocalizedMethodFault{Fault: &types.FileFault{File: item.Path}})
-			return "", err
-		}
-	}
-	if err := lease.Complete(ctx); err != nil {
-		return "", s.fail("complete the import", err)
-	}
-	if err := object.NewVirtualMachine(s.vim, info.Entity).MarkAsTemplate(ctx); err != nil {
-		return "", s.fail("mark the imported VM a template", err)
-	}
-	return info.Entity.Value, nil
-}
-
-// importDatastore is where imports go: the datastore parameter, else the failure
-// domain's datastore with the most free space.
-func importDatastore(pl *placement) types.ManagedObjectReference {
-	if pl.datastore != nil {
-		return pl.datastore.ref
-	}
-	var best datastoreInfo
-	for _, ds := range pl.fd.datastores {
-		if best.ref.Value == "" || ds.free > best.free || ds.free == best.free && ds.name < best.name {
-			best = ds
-		}
-	}
-	return best.ref
-}
-
-// upload sends one file of the archive through the lease, counting progress.
-func (s *session) upload(ctx context.Context, j *providersdk.ImportJob, a ovfimporter.Archive, lease *nfc.Lease, item nfc.FileItem) error {
-	f, size, err := a.Open(item.Path)
-	if err != nil {
-		return fmt.Errorf("failed to open %s in the image: %w", item.Path, err)
-	}
-	defer func() { _ = f.Close() }()
-	if err := lease.Upload(ctx, item, j.Track(f), soap.Upload{ContentLength: size}); err != nil {
-		return s.fail("upload "+item.Path, err)
-	}
-	return nil
+	return ref.Value, nil
 }
 
 // downloadFile fetches u into file, checking its digest when checksum is set. Downloading
@@ -149,16 +96,16 @@ func (s *session) downloadReferences(ctx context.Context, j *providersdk.ImportJ
 	if err != nil {
 		return fmt.Errorf("failed to read the OVF descriptor: %w", err)
 	}
-	env, err := ovfimporter.ReadEnvelope(data)
+	hrefs, err := vcenter.OVFReferences(data)
 	if err != nil {
-		return fmt.Errorf("failed to parse the OVF descriptor: %w", err)
+		return err
 	}
-	for _, f := range env.References {
-		if strings.Contains(f.Href, "..") || path.IsAbs(f.Href) || strings.Contains(f.Href, "://") {
-			return fmt.Errorf("the OVF descriptor references %q, outside its directory", f.Href)
+	for _, href := range hrefs {
+		if strings.Contains(href, "..") || path.IsAbs(href) || strings.Contains(href, "://") {
+			return fmt.Errorf("the OVF descriptor references %q, outside its directory", href)
 		}
-		ref := u.ResolveReference(&url.URL{Path: f.Href})
-		if err := s.downloadFile(ctx, j, ref, filepath.Join(filepath.Dir(descriptor), filepath.FromSlash(f.Href)), ""); err != nil {
+		ref := u.ResolveReference(&url.URL{Path: href})
+		if err := s.downloadFile(ctx, j, ref, filepath.Join(filepath.Dir(descriptor), filepath.FromSlash(href)), ""); err != nil {
 			return err
 		}
 	}

@@ -9,12 +9,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/vmware/govmomi/property"
-	"github.com/vmware/govmomi/view"
-	"github.com/vmware/govmomi/vim25/types"
-
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 )
 
 // Feature names this driver reports in failure domains.
@@ -41,11 +38,12 @@ const (
 // Provider declares are passed through to every failure domain.
 var checkedFeatures = []string{FeatureEFISecureBoot, FeatureNestedVirtualization}
 
-// inventory is what one discovery found: the failure domains and where things are.
+// inventory is the Provider's view of one discovery: its failure domains and where
+// things are.
 type inventory struct {
 	domains []*failureDomain
 	byName  map[string]*failureDomain
-	byHost  map[types.ManagedObjectReference]*failureDomain
+	byHost  map[vcenter.Ref]*failureDomain
 	// datacenters holds the names and inventory paths of every datacenter, with or
 	// without clusters; datacenterNames are their names, sorted.
 	datacenters     map[string]bool
@@ -55,37 +53,22 @@ type inventory struct {
 // failureDomain is a compute cluster of a datacenter and what its hosts can reach.
 type failureDomain struct {
 	name           string
-	datacenter     types.ManagedObjectReference
+	datacenter     vcenter.Ref
 	datacenterName string
 	datacenterPath string
-	vmFolder       types.ManagedObjectReference
-	cluster        types.ManagedObjectReference
+	vmFolder       vcenter.Ref
+	cluster        vcenter.Ref
 	clusterName    string
 	clusterPath    string
-	resourcePool   types.ManagedObjectReference
+	resourcePool   vcenter.Ref
 	nestedHV       bool
 
 	// datastores maps the names of the accessible datastores the cluster mounts to them.
-	datastores map[string]datastoreInfo
+	datastores map[string]vcenter.Datastore
 	// pods maps datastore cluster names to the cluster's datastores in them.
-	pods map[string][]datastoreInfo
+	pods map[string][]vcenter.Datastore
 	// networks maps the names of the cluster's networks to them.
-	networks map[string]types.ManagedObjectReference
-}
-
-// datastoreInfo is a datastore and its free space when discovered.
-type datastoreInfo struct {
-	ref  types.ManagedObjectReference
-	name string
-	free int64
-}
-
-// entity is what discovery reads of every inventory object.
-type entity struct {
-	ref    types.ManagedObjectReference
-	name   string
-	parent *types.ManagedObjectReference
-	props  map[string]any
+	networks map[string]vcenter.Ref
 }
 
 // Inventory discovers the failure domains and what each offers.
@@ -119,24 +102,21 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 // describe turns a failure domain into the Provider status's form.
 func (s *session) describe(fd *failureDomain) banlieuev1.FailureDomain {
 	attrs := banlieuev1.FailureDomainAttributes{
-		AvailableStorageClasses: []string{},
-		AvailableNetworkClasses: []string{},
-		Features:                []string{FeatureEFISecureBoot},
+		AvailableStorageClasses: providersdk.AvailableClasses(s.storageClasses, func(target map[string]string) bool {
+			_, ok, _ := fd.storageTarget(target)
+			return ok
+		}),
+		AvailableNetworkClasses: providersdk.AvailableClasses(s.networkClasses, func(target map[string]string) bool {
+			name, named := target[targetNetwork]
+			_, found := fd.networks[name]
+			return !named || found
+		}),
+		Features: []string{FeatureEFISecureBoot},
 		Raw: map[string]string{
 			rawDatacenterPath: fd.datacenterPath,
 			rawClusterPath:    fd.clusterPath,
 			rawResourcePool:   fd.resourcePool.Value,
 		},
-	}
-	for _, c := range s.storageClasses {
-		if _, ok, _ := fd.storageTarget(c.target); ok {
-			attrs.AvailableStorageClasses = append(attrs.AvailableStorageClasses, c.name)
-		}
-	}
-	for _, c := range s.networkClasses {
-		if name, ok := c.target[targetNetwork]; !ok || fd.networks[name] != (types.ManagedObjectReference{}) {
-			attrs.AvailableNetworkClasses = append(attrs.AvailableNetworkClasses, c.name)
-		}
 	}
 	if fd.nestedHV {
 		attrs.Features = append(attrs.Features, FeatureNestedVirtualization)
@@ -153,31 +133,6 @@ func (s *session) describe(fd *failureDomain) banlieuev1.FailureDomain {
 	}
 }
 
-// storageTarget picks the datastore a storage class target names in this failure
-// domain: its datastore, or the emptiest datastore of its datastore cluster. ok is false
-// when the target names storage the cluster cannot reach; a target without a vSphere key
-// is ok with no datastore.
-func (fd *failureDomain) storageTarget(target map[string]string) (datastoreInfo, bool, string) {
-	if name, ok := target[targetDatastore]; ok {
-		ds, found := fd.datastores[name]
-		return ds, found, "datastore " + quote(name)
-	}
-	if name, ok := target[targetDatastoreCluster]; ok {
-		members := fd.pods[name]
-		if len(members) == 0 {
-			return datastoreInfo{}, false, "datastore cluster " + quote(name)
-		}
-		best := members[0]
-		for _, ds := range members[1:] {
-			if ds.free > best.free {
-				best = ds
-			}
-		}
-		return best, true, "datastore cluster " + quote(name)
-	}
-	return datastoreInfo{}, true, ""
-}
-
 // domains returns the cached inventory, discovering it when there is none or when
 // refresh is true.
 func (s *session) domains(ctx context.Context, refresh bool) (*inventory, error) {
@@ -190,100 +145,61 @@ func (s *session) domains(ctx context.Context, refresh bool) (*inventory, error)
 	return s.discover(ctx)
 }
 
-// discover reads the datacenters, clusters, datastores and networks in one property
-// collector call through a container view, and caches what it found.
-func (s *session) discover(ctx context.Context) (*inventory, error) {
-	objs, err := s.retrieveView(ctx, map[string][]string{
-		"Datacenter":                  {"name", "parent", "vmFolder"},
-		"Folder":                      {"name", "parent"},
-		"StoragePod":                  {"name", "parent", "childEntity"},
-		"ClusterComputeResource":      {"name", "parent", "resourcePool", "datastore", "network", "host"},
-		"HostSystem":                  {"capability.nestedHVSupported"},
-		"Datastore":                   {"name", "summary.accessible", "summary.freeSpace"},
-		"Network":                     {"name"},
-		"DistributedVirtualPortgroup": {"name"},
-		"OpaqueNetwork":               {"name"},
-	})
-	if err != nil {
-		return nil, s.fail("discover the vCenter inventory", err)
+// domainByHost returns the failure domain of a host, discovering the inventory again
+// when the host is new to it; nil when the host is in no cluster, or the inventory
+// cannot be read.
+func (s *session) domainByHost(ctx context.Context, host vcenter.Ref) *failureDomain {
+	if host.IsZero() {
+		return nil
 	}
-	byRef := map[types.ManagedObjectReference]*entity{}
-	for i := range objs {
-		byRef[objs[i].ref] = &objs[i]
-	}
-
-	inv := &inventory{byName: map[string]*failureDomain{}, byHost: map[types.ManagedObjectReference]*failureDomain{}, datacenters: map[string]bool{}}
-	for i := range objs {
-		if dc := &objs[i]; dc.ref.Type == "Datacenter" {
-			inv.datacenters[dc.name], inv.datacenters[inventoryPath(byRef, dc)] = true, true
-			inv.datacenterNames = append(inv.datacenterNames, dc.name)
+	for _, refresh := range []bool{false, true} {
+		inv, err := s.domains(ctx, refresh)
+		if err != nil {
+			return nil
 		}
+		if fd := inv.byHost[host]; fd != nil {
+			return fd
+		}
+	}
+	return nil
+}
+
+// domainOfHost returns the name of a host's failure domain; "" when it has none.
+func (s *session) domainOfHost(ctx context.Context, host vcenter.Ref) string {
+	if fd := s.domainByHost(ctx, host); fd != nil {
+		return fd.name
+	}
+	return ""
+}
+
+// discover reads vCenter's inventory in one call, makes a failure domain of every
+// compute cluster of the Provider's datacenters, and caches what it found.
+func (s *session) discover(ctx context.Context) (*inventory, error) {
+	found, err := s.vc.Discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inv := &inventory{byName: map[string]*failureDomain{}, byHost: map[vcenter.Ref]*failureDomain{}, datacenters: map[string]bool{}}
+	for _, dc := range found.Datacenters {
+		inv.datacenters[dc.Name], inv.datacenters[dc.Path] = true, true
+		inv.datacenterNames = append(inv.datacenterNames, dc.Name)
 	}
 	slices.Sort(inv.datacenterNames)
-	for i := range objs {
-		c := &objs[i]
-		if c.ref.Type != "ClusterComputeResource" {
+	for _, c := range found.Clusters {
+		if dc := s.params.datacenter; dc != "" && dc != c.Datacenter.Name && dc != c.Datacenter.Path {
 			continue
 		}
-		dc := datacenterOf(byRef, c)
-		if dc == nil {
-			continue
-		}
-		fd := &failureDomain{
-			datacenter:     dc.ref,
-			datacenterName: dc.name,
-			datacenterPath: inventoryPath(byRef, dc),
-			cluster:        c.ref,
-			clusterName:    c.name,
-			clusterPath:    inventoryPath(byRef, c),
-			datastores:     map[string]datastoreInfo{},
-			pods:           map[string][]datastoreInfo{},
-			networks:       map[string]types.ManagedObjectReference{},
-		}
-		if s.params.datacenter != "" && s.params.datacenter != fd.datacenterName && s.params.datacenter != fd.datacenterPath {
-			continue
-		}
-		if ref, ok := dc.props["vmFolder"].(types.ManagedObjectReference); ok {
-			fd.vmFolder = ref
-		}
-		if ref, ok := c.props["resourcePool"].(types.ManagedObjectReference); ok {
-			fd.resourcePool = ref
-		}
-		for _, ref := range refs(c.props["datastore"]) {
-			if ds := byRef[ref]; ds != nil && ds.props["summary.accessible"] != false {
-				free, _ := ds.props["summary.freeSpace"].(int64)
-				fd.datastores[ds.name] = datastoreInfo{ref: ref, name: ds.name, free: free}
-			}
-		}
-		for _, ref := range refs(c.props["network"]) {
-			if n := byRef[ref]; n != nil {
-				fd.networks[n.name] = ref
-			}
-		}
-		hosts := refs(c.props["host"])
-		fd.nestedHV = len(hosts) > 0
-		for _, h := range hosts {
-			inv.byHost[h] = fd
-			if hs := byRef[h]; hs == nil || hs.props["capability.nestedHVSupported"] != true {
-				fd.nestedHV = false
-			}
-		}
-		inv.domains = append(inv.domains, fd)
+		inv.domains = append(inv.domains, domainOf(found, c, inv.byHost))
 	}
-	for i := range objs {
-		pod := &objs[i]
-		if pod.ref.Type != "StoragePod" {
-			continue
-		}
-		dc := datacenterOf(byRef, pod)
+	for _, pod := range found.StoragePods {
 		for _, fd := range inv.domains {
-			if dc == nil || fd.datacenter != dc.ref {
+			if fd.datacenter != pod.Datacenter {
 				continue
 			}
-			for _, child := range refs(pod.props["childEntity"]) {
+			for _, child := range pod.Datastores {
 				for _, ds := range fd.datastores {
-					if ds.ref == child {
-						fd.pods[pod.name] = append(fd.pods[pod.name], ds)
+					if ds.Ref == child {
+						fd.pods[pod.Name] = append(fd.pods[pod.Name], ds)
 					}
 				}
 			}
@@ -294,6 +210,41 @@ func (s *session) discover(ctx context.Context) (*inventory, error) {
 	s.inventory = inv
 	s.mu.Unlock()
 	return inv, nil
+}
+
+// domainOf is cluster c's failure domain, yet unnamed; its hosts are added to byHost.
+func domainOf(found *vcenter.Inventory, c vcenter.Cluster, byHost map[vcenter.Ref]*failureDomain) *failureDomain {
+	fd := &failureDomain{
+		datacenter:     c.Datacenter.Ref,
+		datacenterName: c.Datacenter.Name,
+		datacenterPath: c.Datacenter.Path,
+		vmFolder:       c.Datacenter.VMFolder,
+		cluster:        c.Ref,
+		clusterName:    c.Name,
+		clusterPath:    c.Path,
+		resourcePool:   c.ResourcePool,
+		datastores:     map[string]vcenter.Datastore{},
+		pods:           map[string][]vcenter.Datastore{},
+		networks:       map[string]vcenter.Ref{},
+	}
+	for _, ref := range c.Datastores {
+		if ds, ok := found.Datastores[ref]; ok && ds.Accessible {
+			fd.datastores[ds.Name] = ds
+		}
+	}
+	for _, ref := range c.Networks {
+		if n, ok := found.Networks[ref]; ok {
+			fd.networks[n.Name] = ref
+		}
+	}
+	fd.nestedHV = len(c.Hosts) > 0
+	for _, h := range c.Hosts {
+		byHost[h] = fd
+		if !found.NestedHV[h] {
+			fd.nestedHV = false
+		}
+	}
+	return fd
 }
 
 // nameDomains gives every failure domain its name, in inventory-path order so that a
@@ -318,94 +269,6 @@ func nameDomains(inv *inventory) {
 	sort.Slice(inv.domains, func(i, j int) bool { return inv.domains[i].name < inv.domains[j].name })
 }
 
-// retrieveView reads the given properties of every object of the given types in the
-// whole inventory, in one call.
-func (s *session) retrieveView(ctx context.Context, kinds map[string][]string) ([]entity, error) {
-	objs, err := s.retrieveIn(ctx, s.vim.ServiceContent.RootFolder, kinds)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]entity, 0, len(objs))
-	for _, oc := range objs {
-		e := entity{ref: oc.Obj, props: map[string]any{}}
-		for _, p := range oc.PropSet {
-			e.props[p.Name] = p.Val
-		}
-		e.name, _ = e.props["name"].(string)
-		if p, ok := e.props["parent"].(types.ManagedObjectReference); ok {
-			e.parent = &p
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
-
-// retrieveIn reads the given properties of every object of the given types under
-// container (a folder or a datacenter, recursively) through a container view, in one
-// property collector call (continued when vCenter pages a large answer).
-func (s *session) retrieveIn(ctx context.Context, container types.ManagedObjectReference, kinds map[string][]string) ([]types.ObjectContent, error) {
-	kindList := make([]string, 0, len(kinds))
-	for k := range kinds {
-		kindList = append(kindList, k)
-	}
-	sort.Strings(kindList)
-	v, err := view.NewManager(s.vim).CreateContainerView(ctx, container, kindList, true)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
-
-	spec := types.PropertyFilterSpec{
-		ObjectSet: []types.ObjectSpec{{
-			Obj:       v.Reference(),
-			Skip:      types.NewBool(true),
-			SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ContainerView", Path: "view"}},
-		}},
-	}
-	for _, k := range kindList {
-		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: k, PathSet: kinds[k]})
-	}
-	res, err := property.DefaultCollector(s.vim).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
-	if err != nil {
-		return nil, err
-	}
-	return res.Returnval, nil
-}
-
-// refs returns the references of an ArrayOfManagedObjectReference property.
-func refs(v any) []types.ManagedObjectReference {
-	if a, ok := v.(types.ArrayOfManagedObjectReference); ok {
-		return a.ManagedObjectReference
-	}
-	return nil
-}
-
-// datacenterOf walks up from e to its datacenter.
-func datacenterOf(byRef map[types.ManagedObjectReference]*entity, e *entity) *entity {
-	for e != nil && e.parent != nil {
-		e = byRef[*e.parent]
-		if e != nil && e.ref.Type == "Datacenter" {
-			return e
-		}
-	}
-	return nil
-}
-
-// inventoryPath is e's inventory path, as SearchIndex.FindByInventoryPath reads it:
-// names from the root folder down, '/' in names escaped as %2f.
-func inventoryPath(byRef map[types.ManagedObjectReference]*entity, e *entity) string {
-	var parts []string
-	for e != nil {
-		if e.parent == nil {
-			break // the root folder has no name in paths
-		}
-		parts = append(parts, strings.ReplaceAll(e.name, "/", "%2f"))
-		e = byRef[*e.parent]
-	}
-	slices.Reverse(parts)
-	return "/" + strings.Join(parts, "/")
-}
-
 // truncate cuts s to at most n bytes.
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -413,6 +276,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
-
-// quote quotes s for a message.
-func quote(s string) string { return `"` + s + `"` }

@@ -12,6 +12,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 )
 
@@ -175,8 +176,8 @@ func TestFailureDomainNames(t *testing.T) {
 
 func TestClashingFailureDomainNamesGetASuffix(t *testing.T) {
 	inv := &inventory{byName: map[string]*failureDomain{}, domains: []*failureDomain{
-		{datacenterName: "DC", datacenterPath: "/DC", clusterName: "a_b", clusterPath: "/DC/host/a_b", cluster: types.ManagedObjectReference{Type: "ClusterComputeResource", Value: "domain-c2"}},
-		{datacenterName: "DC", datacenterPath: "/DC", clusterName: "a-b", clusterPath: "/DC/host/a-b", cluster: types.ManagedObjectReference{Type: "ClusterComputeResource", Value: "domain-c1"}},
+		{datacenterName: "DC", datacenterPath: "/DC", clusterName: "a_b", clusterPath: "/DC/host/a_b", cluster: vcenter.Ref{Type: "ClusterComputeResource", Value: "domain-c2"}},
+		{datacenterName: "DC", datacenterPath: "/DC", clusterName: "a-b", clusterPath: "/DC/host/a-b", cluster: vcenter.Ref{Type: "ClusterComputeResource", Value: "domain-c1"}},
 	}}
 	nameDomains(inv)
 	got := []string{inv.domains[0].name, inv.domains[1].name}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -17,6 +18,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 )
 
@@ -31,16 +33,6 @@ func theVM(t *testing.T, sim *vspheretest.Simulator, uid string) mo.VirtualMachi
 		t.Fatalf("%d VMs carry UID %s, want 1", len(vms), uid)
 	}
 	return vms[0]
-}
-
-// vmDisks returns a VM's disks' sizes in GiB and whether each is thin.
-func vmDisks(vm mo.VirtualMachine) (sizes []int64, thin []bool) {
-	for _, d := range disks(vm.Config.Hardware.Device) {
-		sizes = append(sizes, diskBytes(d)/gib)
-		b, _ := d.Backing.(*types.VirtualDiskFlatVer2BackingInfo)
-		thin = append(thin, b != nil && b.ThinProvisioned != nil && *b.ThinProvisioned)
-	}
-	return sizes, thin
 }
 
 // update calls Update after an Observe that finds the VM out of date, and settles its task.
@@ -93,7 +85,7 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Create returns the clone task at once, and the VM has the machine's shape", func(t *testing.T) {
-		res, err := s.Create(ctx, m, providersdk.Observation{})
+		res, err := afterObserve(s, m, s.Create)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,8 +105,11 @@ func TestMachineLifecycle(t *testing.T) {
 			Details:         &infrav1.VSphereStatus{MoRef: moRef, InstanceUUID: uid},
 			WaitingForGuest: true,
 		}
-		if diff := cmp.Diff(want, o); diff != "" {
+		if diff := cmp.Diff(want, o, cmpopts.IgnoreFields(providersdk.Observation{}, "State")); diff != "" {
 			t.Errorf("Observe after the clone (-want +got):\n%s", diff)
+		}
+		if got, ok := o.State.(*vcenter.VM); !ok || got.Ref.Value != moRef {
+			t.Errorf("Observe's state is %#v, want the VM %s it read", o.State, moRef)
 		}
 
 		if vm.Name != "team-a-web-5b0e7d0e" || vm.Config.InstanceUuid != uid {
@@ -131,7 +126,7 @@ func TestMachineLifecycle(t *testing.T) {
 			t.Errorf("thin disks (-want +got):\n%s", diff)
 		}
 		var networks, kinds []string
-		for _, n := range nics(vm.Config.Hardware.Device) {
+		for _, n := range vmNICs(vm) {
 			kinds = append(kinds, strings.TrimPrefix(fmt.Sprintf("%T", n), "*types.Virtual"))
 			switch b := n.GetVirtualDevice().Backing.(type) {
 			case *types.VirtualEthernetCardNetworkBackingInfo:
@@ -170,7 +165,7 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Create on the existing VM succeeds without a second clone", func(t *testing.T) {
-		res, err := s.Create(ctx, m, providersdk.Observation{})
+		res, err := afterObserve(s, m, s.Create)
 		if err != nil || res.Task.InFlight() {
 			t.Fatalf("Create = %+v, %v; want no task and no error", res, err)
 		}
@@ -231,7 +226,7 @@ func TestMachineLifecycle(t *testing.T) {
 	t.Run("a CPU change on a running VM without hot-add asks for a power off", func(t *testing.T) {
 		m.Spec.Hardware.CPUs = 8
 		defer func() { m.Spec.Hardware.CPUs = 2 }()
-		_, err := s.Update(ctx, m, providersdk.Observation{})
+		_, err := afterObserve(s, m, s.Update)
 		if msg := wantErr(providersdk.IsPermanent, "changing CPUs from 2 to 8 needs VM \"team-a-web-5b0e7d0e\" powered off", "")(err); msg != "" {
 			t.Fatal(msg)
 		}
@@ -243,8 +238,8 @@ func TestMachineLifecycle(t *testing.T) {
 	t.Run("a disk never shrinks", func(t *testing.T) {
 		m.Spec.Disks[1].SizeGiB = 1
 		defer func() { m.Spec.Disks[1].SizeGiB = 5 }()
-		_, err := s.Update(ctx, m, providersdk.Observation{})
-		if msg := wantErr(providersdk.IsPermanent, `disk "data" is 5 GiB on vCenter and cannot shrink to 1 GiB`, "")(err); msg != "" {
+		_, err := afterObserve(s, m, s.Update)
+		if msg := wantErr(providersdk.IsPermanent, `disk "data" is 5 GiB and cannot shrink to 1 GiB on vSphere`, "")(err); msg != "" {
 			t.Fatal(msg)
 		}
 	})
@@ -278,7 +273,7 @@ func TestMachineLifecycle(t *testing.T) {
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
 		update(t, s, m)
 		for i, want := range []string{"power off", "destroy"} {
-			res, err := s.Delete(ctx, m, providersdk.Observation{})
+			res, err := afterObserve(s, m, s.Delete)
 			if err != nil {
 				t.Fatalf("Delete %d: %v", i, err)
 			}
@@ -297,7 +292,7 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Delete of a VM that is gone succeeds without a task", func(t *testing.T) {
-		res, err := s.Delete(ctx, m, providersdk.Observation{})
+		res, err := afterObserve(s, m, s.Delete)
 		if err != nil || res.Task.InFlight() {
 			t.Fatalf("Delete = %+v, %v; want nothing to do", res, err)
 		}
@@ -345,7 +340,7 @@ func TestSoftShutdownThatTimesOutPowersTheVMOff(t *testing.T) {
 	now := time.Now()
 	s := connect(t, sim, NewDriver(WithClock(func() time.Time { return now })))
 	m := newMachine("7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f")
-	res, err := s.Create(ctx, m, providersdk.Observation{})
+	res, err := afterObserve(s, m, s.Create)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +352,7 @@ func TestSoftShutdownThatTimesOutPowersTheVMOff(t *testing.T) {
 	vspheretest.DelayTask(t, "ShutdownGuest", time.Minute) // the guest ignores the request
 
 	m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
-	up, err := s.Update(ctx, m, providersdk.Observation{})
+	up, err := afterObserve(s, m, s.Update)
 	if err != nil || up.Task.Ref != shutdownTaskPrefix+moRef {
 		t.Fatalf("Update = %+v, %v; want a guest shutdown", up, err)
 	}
@@ -386,13 +381,13 @@ func TestSoftShutdownThatTimesOutPowersTheVMOff(t *testing.T) {
 func TestAddresses(t *testing.T) {
 	tests := []struct {
 		name string
-		vm   vmState
+		vm   vcenter.VM
 		want []string
 	}{
-		{"no guest address, none reported", vmState{}, nil},
-		{"the primary address comes first", vmState{guestIP: "10.0.0.9", guestNet: []types.GuestNicInfo{{IpAddress: []string{"10.0.0.8", "10.0.0.9"}}}}, []string{"10.0.0.9", "10.0.0.8"}},
-		{"link-local addresses are dropped", vmState{guestNet: []types.GuestNicInfo{{IpAddress: []string{"fe80::1", "169.254.3.4", "2001:db8::5"}}}}, []string{"2001:db8::5"}},
-		{"addresses of several NICs are kept, duplicates once", vmState{guestNet: []types.GuestNicInfo{{IpAddress: []string{"10.0.0.1"}}, {IpAddress: []string{"192.168.1.1", "10.0.0.1"}}}}, []string{"10.0.0.1", "192.168.1.1"}},
+		{"no guest address, none reported", vcenter.VM{}, nil},
+		{"the primary address comes first", vcenter.VM{GuestIP: "10.0.0.9", GuestNICs: [][]string{{"10.0.0.8", "10.0.0.9"}}}, []string{"10.0.0.9", "10.0.0.8"}},
+		{"link-local addresses are dropped", vcenter.VM{GuestNICs: [][]string{{"fe80::1", "169.254.3.4", "2001:db8::5"}}}, []string{"2001:db8::5"}},
+		{"addresses of several NICs are kept, duplicates once", vcenter.VM{GuestNICs: [][]string{{"10.0.0.1"}, {"192.168.1.1", "10.0.0.1"}}}, []string{"10.0.0.1", "192.168.1.1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -427,7 +422,7 @@ func TestObserveReportsAFailedTask(t *testing.T) {
 	ctx := context.Background()
 	s := connect(t, sim, NewDriver())
 	m := newMachine("3d4e5f60-7a8b-4c9d-8e0f-2a3b4c5d6e7f")
-	res, err := s.Create(ctx, m, providersdk.Observation{})
+	res, err := afterObserve(s, m, s.Create)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -172,21 +172,6 @@ func TestStoppedVCenterIsUnreachableAndTheSessionRecovers(t *testing.T) {
 	}
 }
 
-func TestRejectedReloginIsUnauthorized(t *testing.T) {
-	sim := vspheretest.Start(t)
-	ctx := context.Background()
-	s := connect(t, sim, NewDriver())
-	// The password changed on vCenter and the session ended: the re-login fails.
-	s.auth.password = "rotated"
-	if err := sim.TerminateSessions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_, err := s.Inventory(ctx)
-	if msg := wantErr(providersdk.IsUnauthorized, "Secret infra/vc-credentials", "rotated")(err); msg != "" {
-		t.Fatal(msg)
-	}
-}
-
 func TestEndpointURL(t *testing.T) {
 	tests := []struct{ name, endpoint, want, wantErr string }{
 		{name: "a bare host gets https and /sdk", endpoint: "vc.example.com", want: "https://vc.example.com/sdk"},

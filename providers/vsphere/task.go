@@ -1,0 +1,60 @@
+package vsphere
+
+import (
+	"context"
+	"strings"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
+)
+
+// shutdownTaskPrefix starts the task reference recorded for a guest shutdown, which
+// vSphere does not run as a task: "shutdownGuest:<vm ID>". Observe reports it in flight
+// until the VM is off or the shutdown timeout has passed; Update then powers the VM off.
+const shutdownTaskPrefix = "shutdownGuest:"
+
+// shutdownTask is the task recorded for a shutdown of vm's guest.
+func shutdownTask(vm *vcenter.VM) providersdk.Task {
+	return providersdk.Task{Ref: shutdownTaskPrefix + vm.Ref.Value, Operation: providersdk.OperationUpdate}
+}
+
+// isShutdown reports whether t is a guest shutdown.
+func isShutdown(t providersdk.Task) bool { return strings.HasPrefix(t.Ref, shutdownTaskPrefix) }
+
+// pollTask reads the state of the machine's recorded task in one property read: running
+// or not. A failed task is a providersdk.TaskFailedError, except a clone that failed
+// because a VM with the name exists: that VM is adopted when it carries the machine's
+// UID.
+func (s *session) pollTask(ctx context.Context, m *providersdk.Machine) (running bool, err error) {
+	if !m.Task.InFlight() || isShutdown(m.Task) {
+		return false, nil
+	}
+	info, err := s.vc.PollTask(ctx, m.Task.Ref)
+	if err != nil {
+		return false, err
+	}
+	switch info.State {
+	case vcenter.TaskRunning:
+		return true, nil
+	case vcenter.TaskFailed:
+		return false, s.taskFailed(ctx, m, info.Fault)
+	}
+	return false, nil
+}
+
+// taskFailed decides what a failed task means for the machine.
+func (s *session) taskFailed(ctx context.Context, m *providersdk.Machine, f *vcenter.Fault) error {
+	clone := m.Task.Operation == providersdk.OperationClone
+	switch {
+	case f.Kind == vcenter.FaultDuplicateName && clone:
+		return s.nameTaken(ctx, m, f.Object, nil)
+	case f.Kind == vcenter.FaultInvalidPowerState && !clone:
+		return nil // the VM was already in the state the task asked for
+	}
+	return providersdk.TaskFailed(m.Task, f.Message)
+}
+
+// task is the SDK's record of the vCenter task ref.
+func task(ref, operation string) providersdk.Task {
+	return providersdk.Task{Ref: ref, Operation: operation}
+}

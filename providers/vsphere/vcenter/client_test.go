@@ -1,0 +1,93 @@
+package vcenter
+
+import (
+	"context"
+	"crypto/x509"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+)
+
+// connect logs in to the simulator as the driver does and logs out when the test ends.
+func connect(t *testing.T, sim *vspheretest.Simulator) *Client {
+	t.Helper()
+	u, err := ParseURL(sim.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = nil
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(sim.CAPEM)
+	c, err := Connect(context.Background(), Config{
+		URL: u, RootCAs: roots, ResponseTimeout: time.Minute, KeepAlive: time.Minute,
+		Username: sim.Username, Password: sim.Password, SecretRef: "infra/vc-credentials",
+		IdentityKey: "banlieue.machine.uid", MetricsClass: "vsphere",
+	})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func TestRejectedReloginIsUnauthorized(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	c := connect(t, sim)
+	// The password changed on vCenter and the session ended: the re-login fails.
+	c.auth.password = "rotated"
+	if err := sim.TerminateSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Discover(ctx)
+	switch {
+	case !providersdk.IsUnauthorized(err):
+		t.Fatalf("Discover after a rejected re-login: %v, want Unauthorized", err)
+	case !strings.Contains(err.Error(), "Secret infra/vc-credentials"), strings.Contains(err.Error(), "rotated"):
+		t.Fatalf("error %q should name the Secret and not hold the password", err)
+	}
+}
+
+func TestMissingObjectsAreNotFound(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	c := connect(t, sim)
+	tests := []struct {
+		name string
+		call func() error
+	}{{
+		name: "no VM has the instance UUID",
+		call: func() error { _, err := c.FindVM(ctx, "00000000-0000-4000-8000-000000000000"); return err },
+	}, {
+		name: "a VM ID that does not exist",
+		call: func() error { _, err := c.ReadVM(ctx, Ref{Type: "VirtualMachine", Value: "vm-999999"}); return err },
+	}, {
+		name: "a template name that no template has",
+		call: func() error { _, err := c.FindTemplate(ctx, "debian-13"); return err },
+	}, {
+		name: "a VM that is not a template, by its path",
+		call: func() error { _, err := c.FindTemplate(ctx, "/DC0/vm/DC0_H0_VM0"); return err },
+	}, {
+		name: "an inventory path that leads nowhere",
+		call: func() error { _, err := c.FindByInventoryPath(ctx, "/DC0/vm/no-such-folder", "folder"); return err },
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !IsNotFound(err) {
+				t.Errorf("error %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func TestATaskVCenterForgotIsDone(t *testing.T) {
+	sim := vspheretest.Start(t)
+	c := connect(t, sim)
+	info, err := c.PollTask(context.Background(), "task-999999")
+	if err != nil || info.State != TaskDone {
+		t.Fatalf("PollTask of an unknown task = %+v, %v; want TaskDone", info, err)
+	}
+}

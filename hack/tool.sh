@@ -21,7 +21,9 @@ flock 9
 if [[ ! -x "$out" ]]; then
 	case "$name" in
 	controller-gen) pkg=sigs.k8s.io/controller-tools/cmd/controller-gen ;;
-	golangci-lint) pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
+	# kube-api-linter's build of golangci-lint: the pinned golangci-lint with the
+	# kubeapilinter module compiled in, as .golangci.yml enables it.
+	golangci-lint) pkg=sigs.k8s.io/kube-api-linter/cmd/golangci-lint-kube-api-linter ;;
 	crd-ref-docs) pkg=github.com/elastic/crd-ref-docs ;;
 	helm) pkg=helm.sh/helm/v4/cmd/helm ;;
 	*) echo "tool.sh: unknown tool $name" >&2; exit 2 ;;

@@ -26,8 +26,11 @@ type Client interface {
 	// in the same reconcile, a few times at most.
 	Update(ctx context.Context, m *Machine, obs Observation) (UpdateResult, error)
 
-	// Delete removes the machine's VM; obs is what Observe reported just before, with
-	// Exists true. It succeeds when the VM is already gone.
+	// Delete removes the machine's VM; obs is what Observe reported just before. The
+	// SDK calls it for a deleted machine also when obs.Exists is false, once, so that a
+	// driver removes what a Create interrupted before it made the VM left behind
+	// (volumes, seed images, snippets): with nothing to remove, it returns at once. It
+	// succeeds when the VM is already gone.
 	Delete(ctx context.Context, m *Machine, obs Observation) (DeleteResult, error)
 
 	// Disconnect closes the session.

@@ -312,6 +312,61 @@ func TestTheFailureIsClearedOnceTheMachineIsFixed(t *testing.T) {
 	}
 }
 
+func TestADeletedMachineWhoseVMWasNeverMadeHasItsLeftoversRemoved(t *testing.T) {
+	e := newEnv(t)
+	var deletes []bool // obs.Exists of each Delete call
+	leftovers := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{
+			// A Create that crashed before it made the VM: Observe finds nothing.
+			DeleteFn: func(_ context.Context, _ *providersdk.Machine, obs providersdk.Observation) (providersdk.DeleteResult, error) {
+				deletes = append(deletes, obs.Exists)
+				return providersdk.DeleteResult{}, nil
+			},
+		}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, leftovers, providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web", func(m *testv1.TestMachine) { m.Finalizers = []string{provider.Finalizer} })
+	if err := k8s.Delete(e.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(r, m)
+	if diff := cmp.Diff([]bool{false}, deletes); diff != "" {
+		t.Errorf("Delete calls, by what Observe said (-want +got):\n%s", diff)
+	}
+	if got := e.get(m); got != nil {
+		t.Errorf("the machine is still there with finalizers %v", got.Finalizers)
+	}
+}
+
+func TestAPermanentErrorForgetsTheRecordedTask(t *testing.T) {
+	e := newEnv(t)
+	// The clone a machine waited for failed for good: its VM's name is another's.
+	refused := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{ObserveFn: func(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+			if m.Task.InFlight() {
+				return providersdk.Observation{}, providersdk.Permanent(infrav1.MachineNameConflictReason, "the name is taken")
+			}
+			return providersdk.Observation{}, nil
+		}, CreateFn: func(context.Context, *providersdk.Machine, providersdk.Observation) (providersdk.CreateResult, error) {
+			return providersdk.CreateResult{Task: providersdk.Task{Ref: "task-1", Operation: providersdk.OperationClone}}, nil
+		}}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, refused, providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web")
+	e.mustReconcile(r, m)
+	if got := e.get(m); got.Status.Task == nil {
+		t.Fatal("the clone's task was not recorded")
+	}
+	e.mustReconcile(r, m)
+	got := e.get(m)
+	if got.Status.Task != nil {
+		t.Errorf("status.task = %+v after a permanent failure, want none: a deletion would wait for it", got.Status.Task)
+	}
+	if got.Status.FailureReason != infrav1.MachineNameConflictReason {
+		t.Errorf("failureReason = %q, want %s", got.Status.FailureReason, infrav1.MachineNameConflictReason)
+	}
+}
+
 func TestAnInFlightCloneIsReportedAndPolled(t *testing.T) {
 	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"} })
 	d := provider.NewDriver()

@@ -82,7 +82,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) e
 	return nil
 }
 
-// reconcileDelete deletes the VM; it returns errGone once the VM no longer exists.
+// reconcileDelete deletes the VM; it returns errGone once nothing of it is left.
+// Delete is called when Observe finds no VM too, once: a Create interrupted before it
+// made the VM may have left volumes, seed images or snippets that only the driver
+// knows how to find.
 func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) error {
 	obs, err := observe(ctx, cl, s.machine)
 	if err != nil {
@@ -94,9 +97,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 		s.setTask(obs.Task)
 		return &InFlightError{Task: obs.Task}
 	}
-	if !obs.Exists {
-		return errGone
-	}
 	res, err := cl.Delete(ctx, s.machine, obs)
 	if err != nil {
 		return fmt.Errorf("failed to delete VM: %w", err)
@@ -104,6 +104,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 	if res.Task.InFlight() {
 		s.setTask(res.Task)
 		return &InFlightError{Task: res.Task}
+	}
+	if !obs.Exists {
+		return errGone
 	}
 	if obs, err = observe(ctx, cl, s.machine); err != nil {
 		return err

@@ -57,6 +57,10 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 		if reason == "" {
 			reason = infrav1.MachineFailedReason
 		}
+		// The provider gives up until the spec changes: a task still recorded (one that
+		// failed for good, say a clone refused for the VM's name) is forgotten, as a
+		// crash would forget it, which every driver survives by finding VMs by identity.
+		s.setTask(Task{})
 		s.ready(metav1.ConditionFalse, reason, perm.Message)
 		s.setFailure(reason, perm.Message)
 		return ctrl.Result{}, nil

@@ -112,18 +112,14 @@ func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.Li
 		// q35 has the SATA controller the seed CD-ROM sits on, and the SMM Secure Boot needs.
 		spec.MachineType = "q35"
 	}
-	for i, d := range machineDisks(m) {
-		disk := host.Disk{Volume: host.VolumeRef{Pool: s.diskPool(d, i, opts), Name: volumeName(m, d.Name+".qcow2")}, Format: "qcow2"}
-		spec.Disks = append(spec.Disks, disk)
-		spec.Metadata.Volumes = append(spec.Metadata.Volumes, disk.Volume.String())
+	disks, seed := s.machineVolumes(m, opts)
+	for _, v := range disks {
+		spec.Disks = append(spec.Disks, host.Disk{Volume: v, Format: "qcow2"})
+		spec.Metadata.Volumes = append(spec.Metadata.Volumes, v.String())
 	}
-	if m.Spec.UserData != nil {
-		pool := s.defaultPool()
-		if len(spec.Disks) > 0 {
-			pool = spec.Disks[0].Volume.Pool
-		}
-		spec.Seed = &host.VolumeRef{Pool: pool, Name: volumeName(m, "cidata.iso")}
-		spec.Metadata.Volumes = append(spec.Metadata.Volumes, spec.Seed.String())
+	if seed != nil {
+		spec.Seed = seed
+		spec.Metadata.Volumes = append(spec.Metadata.Volumes, seed.String())
 	}
 	for _, n := range m.Spec.Interfaces {
 		nic := host.NIC{Network: n.Target[TargetNetwork], Bridge: n.Target[TargetBridge], MTU: uint(max(n.MTU, 0))}
@@ -136,6 +132,22 @@ func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.Li
 		spec.NICs = append(spec.NICs, nic)
 	}
 	return spec
+}
+
+// machineVolumes are the volumes the machine's spec makes: one per disk, in its
+// pool, and the NoCloud seed, beside the boot disk, when the machine has user data.
+func (s *session) machineVolumes(m *providersdk.Machine, opts *infrav1.LibvirtOptions) (disks []host.VolumeRef, seed *host.VolumeRef) {
+	for i, d := range machineDisks(m) {
+		disks = append(disks, host.VolumeRef{Pool: s.diskPool(d, i, opts), Name: volumeName(m, d.Name+".qcow2")})
+	}
+	if m.Spec.UserData != nil {
+		pool := s.defaultPool()
+		if len(disks) > 0 {
+			pool = disks[0].Pool
+		}
+		seed = &host.VolumeRef{Pool: pool, Name: volumeName(m, "cidata.iso")}
+	}
+	return disks, seed
 }
 
 // volumeName is the name of a volume made for the machine: "<machine UID>-<suffix>",

@@ -138,17 +138,35 @@ func machineAddresses(ips []string) []banlieuev1.MachineAddress {
 }
 
 // Delete destroys and undefines the machine's domain, which Observe found (with its
-// managed save image and NVRAM), then deletes the volumes made for the machine: those
-// its metadata lists and any whose name starts with the machine's UID (made by a create
-// that crashed before it defined the domain). It succeeds when everything is already
-// gone.
+// managed save image and NVRAM), then deletes the volumes made for the machine, by
+// name. The SDK calls it for a deleted machine whose domain Observe did not find too:
+// then it sweeps the volumes whose name starts with the machine's UID, made by a create
+// that crashed before it defined the domain. It succeeds when everything is gone.
 func (s *session) Delete(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.DeleteResult, error) {
-	var listed []string
-	if dom := domainOf(obs); dom != nil {
-		listed = dom.Metadata.Volumes
-		if err := s.host.Remove(ctx, dom); err != nil {
-			return providersdk.DeleteResult{}, err
+	dom := domainOf(obs)
+	if dom == nil {
+		// No domain: a Create interrupted before it defined one may have made volumes.
+		// Their names start with the machine's UID, wherever its spec put them then.
+		return providersdk.DeleteResult{}, s.host.SweepVolumes(ctx, string(m.UID)+"-", nil)
+	}
+	if err := s.host.Remove(ctx, dom); err != nil {
+		return providersdk.DeleteResult{}, err
+	}
+	// The volumes the domain lists, and those the spec names (a reshape interrupted
+	// before it redefined the domain made them): looked up by name, not swept.
+	var volumes []host.VolumeRef
+	for _, v := range dom.Metadata.Volumes {
+		if ref, ok := host.ParseVolumeRef(v); ok {
+			volumes = append(volumes, ref)
 		}
 	}
-	return providersdk.DeleteResult{}, s.host.SweepVolumes(ctx, string(m.UID)+"-", listed)
+	opts := &infrav1.LibvirtOptions{}
+	if err := m.Options("libvirt", opts); err == nil {
+		disks, seed := s.machineVolumes(m, opts)
+		volumes = append(volumes, disks...)
+		if seed != nil {
+			volumes = append(volumes, *seed)
+		}
+	}
+	return providersdk.DeleteResult{}, s.host.DeleteVolumes(ctx, volumes)
 }

@@ -247,6 +247,33 @@ func (c *Client) UploadVolume(ctx context.Context, ref VolumeRef, data []byte, f
 	})
 }
 
+// ParseVolumeRef reads "<pool>/<name>"; false when ref is not of that form.
+func ParseVolumeRef(ref string) (VolumeRef, bool) {
+	pool, name, ok := strings.Cut(ref, "/")
+	return VolumeRef{Pool: pool, Name: name}, ok && pool != "" && name != ""
+}
+
+// DeleteVolumes deletes the volumes refs names, each looked up by pool and name: a
+// handful of calls whatever the number of volumes on the host. Volumes or pools
+// already gone are no error.
+func (c *Client) DeleteVolumes(ctx context.Context, refs []VolumeRef) error {
+	return c.do(ctx, "DeleteVolumes", fmt.Sprintf("delete %d volumes", len(refs)), func(l *libvirt.Libvirt) error {
+		for _, ref := range refs {
+			vol, err := findVolume(l, ref)
+			if IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := l.StorageVolDelete(vol, 0); err != nil && !isCode(err, libvirt.ErrNoStorageVol) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // SweepVolumes deletes the volumes named in listed ("<pool>/<name>") and those in any
 // active pool whose name starts with prefix. Volumes already gone are no error.
 func (c *Client) SweepVolumes(ctx context.Context, prefix string, listed []string) error {

@@ -1,0 +1,122 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/pkg/providersdk/drivertest"
+	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+)
+
+// TestConformance runs the SDK's conformance kit against vcsim, reading the simulated
+// vCenter with govmomi itself, not through the driver.
+func TestConformance(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	unreachable := providerFor(sim)
+	unreachable.Spec.Connection.Endpoint = "https://127.0.0.1:1/sdk" // a closed loopback port
+	wrong := infoFor(sim, providerFor(sim))
+	wrong.Credentials = map[string][]byte{UsernameKey: []byte("user"), PasswordKey: []byte("not-the-password")}
+	drivertest.Run(t, drivertest.Backend{
+		Driver:       NewDriver(),
+		Provider:     infoFor(sim, providerFor(sim)),
+		Unreachable:  infoFor(sim, unreachable),
+		Unauthorized: &wrong,
+		NewMachine:   func(*testing.T) *providersdk.Machine { return newMachine(string(uuid.NewUUID())) },
+		MissingImage: func(m *providersdk.Machine) { m.Spec.Image.Ref = "no-such-template" },
+		Count: func(t *testing.T, m *providersdk.Machine) int {
+			vms, err := sim.VMsWithUID(ctx, string(m.UID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(vms)
+		},
+		Snapshot: func(t *testing.T) string {
+			vms, err := sim.VMs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := make([]string, 0, len(vms))
+			for _, vm := range vms {
+				d := vm.Self.Value + " " + vm.Name + " " + string(vm.Runtime.PowerState)
+				if c := vm.Config; c != nil {
+					d += fmt.Sprintf(" %s %d %d %d devices %s", c.InstanceUuid, c.Hardware.NumCPU, c.Hardware.MemoryMB, len(c.Hardware.Device),
+						vspheretest.ExtraConfig(vm, ExtraConfigMachineUID))
+				}
+				out = append(out, d)
+			}
+			slices.Sort(out)
+			return strings.Join(out, "; ")
+		},
+		// A VM of someone else's that carries the machine's instance UUID, the key the
+		// driver finds VMs by, but another machine's UID.
+		Impostor: func(t *testing.T, m *providersdk.Machine) func() bool {
+			tmpl := object.NewVirtualMachine(sim.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: sim.TemplateRef})
+			pool, vmFolder := impostorPlace(t, sim)
+			spec := types.VirtualMachineCloneSpec{
+				Location: types.VirtualMachineRelocateSpec{Pool: &pool},
+				Config: &types.VirtualMachineConfigSpec{InstanceUuid: string(m.UID), ExtraConfig: []types.BaseOptionValue{
+					&types.OptionValue{Key: ExtraConfigMachineUID, Value: "0aa0aa0a-0000-4000-8000-000000000000"},
+				}},
+			}
+			task, err := tmpl.Clone(ctx, object.NewFolder(sim.Client.Client, vmFolder), "impostor-"+string(m.UID)[:8], spec)
+			if err == nil {
+				err = task.Wait(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := fmt.Sprint(impostor(t, sim, string(m.UID)))
+			return func() bool { return fmt.Sprint(impostor(t, sim, string(m.UID))) == before && before != "[]" }
+		},
+	})
+}
+
+// impostorPlace is where the conformance kit's impostor VM goes: the resource pool of
+// the machines' cluster and the datacenter's VM folder, as govmomi finds them.
+func impostorPlace(t *testing.T, sim *vspheretest.Simulator) (pool, folder types.ManagedObjectReference) {
+	t.Helper()
+	ctx := context.Background()
+	finder := find.NewFinder(sim.Client.Client)
+	dc, err := finder.DefaultDatacenter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finder.SetDatacenter(dc)
+	cluster, err := finder.ClusterComputeResource(ctx, "DC0_C0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := cluster.ResourcePool(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := finder.DefaultFolder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rp.Reference(), f.Reference()
+}
+
+// impostor describes the VMs that carry uid: their names, power and UID keys.
+func impostor(t *testing.T, sim *vspheretest.Simulator, uid string) []string {
+	t.Helper()
+	vms, err := sim.VMsWithUID(context.Background(), uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, vm := range vms {
+		out = append(out, vm.Name+" "+string(vm.Runtime.PowerState)+" "+vspheretest.ExtraConfig(vm, ExtraConfigMachineUID))
+	}
+	return out
+}

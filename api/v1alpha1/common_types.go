@@ -10,7 +10,7 @@ type LocalObjectReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 }
 
 // KeyReference names one key of a ConfigMap or Secret in the referring object's namespace.
@@ -19,13 +19,13 @@ type KeyReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// key within the ConfigMap or Secret.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Key string `json:"key"`
+	Key string `json:"key,omitempty"`
 }
 
 // LabelSelector is a Kubernetes label selector (the same shape as metav1.LabelSelector)
@@ -54,11 +54,13 @@ type LabelSelectorRequirement struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=317
-	Key string `json:"key"`
+	Key string `json:"key,omitempty"`
 
 	// operator is one of In, NotIn, Exists and DoesNotExist.
 	// +required
-	Operator metav1.LabelSelectorOperator `json:"operator"`
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
+	Operator metav1.LabelSelectorOperator `json:"operator,omitempty"`
 
 	// values are the label values for In and NotIn; empty for Exists and DoesNotExist.
 	// +optional
@@ -142,7 +144,7 @@ const (
 type IPAM struct {
 	// source is where the address comes from: dhcp (the default), static or pool.
 	// +optional
-	// +kubebuilder:default=dhcp
+	// +default="dhcp"
 	Source IPAMSource `json:"source,omitempty"`
 
 	// static holds the addresses of a statically configured interface.
@@ -163,10 +165,11 @@ type StaticIPAM struct {
 	// +kubebuilder:validation:items:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.all(a, isCIDR(a))",message="static addresses must be in CIDR notation, e.g. 10.0.0.5/24"
 	// +listType=atomic
-	Addresses []string `json:"addresses"`
+	Addresses []string `json:"addresses,omitempty"`
 
 	// gateway is the default gateway's address.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="gateway must be an IP address"
 	Gateway string `json:"gateway,omitempty"`
@@ -184,7 +187,7 @@ type StaticIPAM struct {
 type PoolIPAM struct {
 	// poolRef names the pool to allocate an address from.
 	// +required
-	PoolRef LocalObjectReference `json:"poolRef"`
+	PoolRef LocalObjectReference `json:"poolRef,omitempty,omitzero"`
 }
 
 // MachineAddressType is the kind of a machine address, as in Cluster API.
@@ -208,29 +211,32 @@ const (
 type MachineAddress struct {
 	// type is the kind of address.
 	// +required
-	Type MachineAddressType `json:"type"`
+	Type MachineAddressType `json:"type,omitempty"`
 
 	// address is the address itself.
 	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	Address string `json:"address"`
+	Address string `json:"address,omitempty"`
 }
 
 // UserData references the cloud-init, Ignition or sysprep payload handed to the guest as is.
 type UserData struct {
 	// secretRef names the Secret, in the VM's namespace, that holds the payload.
 	// +required
-	SecretRef LocalObjectReference `json:"secretRef"`
+	SecretRef LocalObjectReference `json:"secretRef,omitempty,omitzero"`
 
 	// key is the Secret's key that holds the payload; "user-data" by default.
 	// +optional
-	// +kubebuilder:default=user-data
+	// +default="user-data"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
 }
 
-// Initialization reports the one-time steps of bringing a machine up.
+// Initialization reports the one-time steps of bringing a VM up.
+//
+// +kubebuilder:validation:MinProperties=1
 type Initialization struct {
 	// provisioned is true once the backend VM exists and has been configured.
 	// +optional

@@ -10,14 +10,15 @@ type ProviderSpec struct {
 	// party's) whose provider controller claims this Provider.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="providerClassRef is immutable; create a new Provider for another backend"
-	ProviderClassRef LocalObjectReference `json:"providerClassRef"`
+	ProviderClassRef LocalObjectReference `json:"providerClassRef,omitempty,omitzero"`
 
 	// connection says how the provider controller reaches the backend.
 	// +required
-	Connection Connection `json:"connection"`
+	Connection Connection `json:"connection,omitempty,omitzero"`
 
 	// capabilities declare the storage and network classes this backend offers and how
-	// each maps onto backend objects, plus the features it has.
+	// each maps onto backend objects, plus the features it has; leave them out rather
+	// than empty.
 	// +optional
 	Capabilities Capabilities `json:"capabilities,omitempty,omitzero"`
 
@@ -32,9 +33,9 @@ type ProviderSpec struct {
 	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// paused stops both the core controller from placing new VMs here and the provider
-	// controller from acting on this Provider's machines.
+	// controller from acting on this Provider's machines; unset means false.
 	// +optional
-	Paused bool `json:"paused,omitempty"`
+	Paused *bool `json:"paused,omitempty"`
 }
 
 // Connection is how a provider controller reaches its backend.
@@ -43,17 +44,17 @@ type Connection struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	Endpoint string `json:"endpoint"`
+	Endpoint string `json:"endpoint,omitempty"`
 
 	// credentialsRef names the Secret, in the Provider's namespace, holding the credentials;
 	// its keys depend on the provider class.
 	// +optional
 	CredentialsRef *LocalObjectReference `json:"credentialsRef,omitempty"`
 
-	// insecureSkipTLSVerify turns off verification of the backend's certificate. Use it
-	// only for test backends.
+	// insecureSkipTLSVerify turns off verification of the backend's certificate; unset
+	// means false. Use it only for test backends.
 	// +optional
-	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+	InsecureSkipTLSVerify *bool `json:"insecureSkipTLSVerify,omitempty"`
 
 	// caBundle is the PEM bundle that the backend's certificate is verified against.
 	// +optional
@@ -80,6 +81,8 @@ type CABundle struct {
 }
 
 // Capabilities are what a backend offers to VMs.
+//
+// +kubebuilder:validation:MinProperties=1
 type Capabilities struct {
 	// storageClasses map the storage classes VM classes ask for onto backend storage.
 	// +optional
@@ -109,7 +112,7 @@ type ClassMapping struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// target is the backend's objects for the class, e.g. {datastore: ds-ssd-01}; it is
 	// copied to each infrastructure machine so a provider never reads VM classes.
@@ -123,17 +126,20 @@ type MachineKind struct {
 	// apiGroup is the kind's API group, e.g. infrastructure.banlieue.io.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	APIGroup string `json:"apiGroup"`
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
 
 	// version is the kind's API version, e.g. v1alpha1.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	Version string `json:"version"`
+	// +kubebuilder:validation:MaxLength=63
+	Version string `json:"version,omitempty"`
 
 	// kind is the kind, e.g. VSphereMachine.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	Kind string `json:"kind"`
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind,omitempty"`
 }
 
 // FailureDomain is a part of a backend that fails independently: a compute cluster, a
@@ -142,19 +148,22 @@ type FailureDomain struct {
 	// name identifies the failure domain within its Provider.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// labels are matched by VMs' placement.failureDomainSelector and anti-affinity topology keys.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// attributes say what is available in this failure domain.
+	// attributes say what is available in this failure domain; left out when the
+	// provider reports nothing.
 	// +optional
 	Attributes FailureDomainAttributes `json:"attributes,omitempty,omitzero"`
 }
 
 // FailureDomainAttributes say what a failure domain offers. A nil list means the provider
 // does not report it, and placement then trusts the Provider's capabilities.
+//
+// +kubebuilder:validation:MinProperties=1
 type FailureDomainAttributes struct {
 	// availableStorageClasses are the storage classes whose targets exist here.
 	// +optional
@@ -177,7 +186,17 @@ type FailureDomainAttributes struct {
 }
 
 // ProviderStatus is written only by the provider controller that claims the Provider's class.
+//
+// +kubebuilder:validation:MinProperties=1
 type ProviderStatus struct {
+	// conditions are Ready, BackendReachable and CredentialsValid.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,1,rep,name=conditions"`
+
 	// machineKind is the infrastructure machine kind that core creates for VMs placed here.
 	// +optional
 	MachineKind *MachineKind `json:"machineKind,omitempty"`
@@ -193,19 +212,15 @@ type ProviderStatus struct {
 	// "dc1-c1, dc1-c2, dc1-c3 (+2 more)". It names the few failure domains most backends
 	// have and stays narrow for many: at most three names in 64 characters, a longer first
 	// name cut with "…". The provider controller writes it with failureDomains; it is
-	// empty when there are none.
+	// unset when there are none.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	FailureDomainSummary string `json:"failureDomainSummary,omitempty"`
 
-	// conditions are Ready, BackendReachable and CredentialsValid.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-
 	// observedGeneration is the generation the provider controller last reconciled.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
@@ -220,12 +235,15 @@ type ProviderStatus struct {
 // +kubebuilder:printcolumn:name="Failure domains",type=string,JSONPath=`.status.failureDomainSummary`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Provider struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec says which backend this is and how to reach it.
 	// +required
-	Spec ProviderSpec `json:"spec"`
+	Spec ProviderSpec `json:"spec,omitempty,omitzero"`
 
 	// status is written by the provider controller of the Provider's class.
 	// +optional

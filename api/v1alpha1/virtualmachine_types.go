@@ -67,20 +67,21 @@ type VirtualMachineSpec struct {
 	// classRef names the VMClass (hardware and networks) of the VM.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="classRef is immutable; edit the VMClass or create a new VirtualMachine"
-	ClassRef LocalObjectReference `json:"classRef"`
+	ClassRef LocalObjectReference `json:"classRef,omitempty,omitzero"`
 
 	// imageRef names the VMImage the VM boots from.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="imageRef is immutable; create a new VirtualMachine to change the image"
-	ImageRef LocalObjectReference `json:"imageRef"`
+	ImageRef LocalObjectReference `json:"imageRef,omitempty,omitzero"`
 
-	// placement constrains which Provider and failure domain the VM runs on.
+	// placement constrains which Provider and failure domain the VM runs on; leave it
+	// out rather than empty, which constrains nothing.
 	// +optional
 	Placement Placement `json:"placement,omitempty,omitzero"`
 
 	// desiredPowerState is PoweredOn (the default), PoweredOff or Suspended.
 	// +optional
-	// +kubebuilder:default=PoweredOn
+	// +default="PoweredOn"
 	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
 
 	// userData references the cloud-init, Ignition or sysprep payload for the guest.
@@ -90,15 +91,18 @@ type VirtualMachineSpec struct {
 	// migrationPolicy says what happens when the placement is no longer valid: automatic
 	// (the default), manual or never.
 	// +optional
-	// +kubebuilder:default=automatic
+	// +default="automatic"
 	MigrationPolicy MigrationPolicy `json:"migrationPolicy,omitempty"`
 
-	// paused stops the core controller from acting on the VM and its machine.
+	// paused stops the core controller from acting on the VM and its machine; unset
+	// means false.
 	// +optional
-	Paused bool `json:"paused,omitempty"`
+	Paused *bool `json:"paused,omitempty"`
 }
 
 // Placement constrains where a VM runs.
+//
+// +kubebuilder:validation:MinProperties=1
 type Placement struct {
 	// providerSelector selects the Providers the VM may be placed on; all when unset.
 	// +optional
@@ -123,16 +127,16 @@ type AntiAffinityTerm struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=317
-	TopologyKey string `json:"topologyKey"`
+	TopologyKey string `json:"topologyKey,omitempty"`
 
 	// labelSelector selects the VMs, in the VM's namespace, to keep away from.
 	// +required
-	LabelSelector *LabelSelector `json:"labelSelector"`
+	LabelSelector *LabelSelector `json:"labelSelector,omitempty"`
 
 	// mode is required (the default: domains that break the term are ruled out) or
 	// preferred (such domains are only ranked lower).
 	// +optional
-	// +kubebuilder:default=required
+	// +default="required"
 	Mode AntiAffinityMode `json:"mode,omitempty"`
 }
 
@@ -140,42 +144,66 @@ type AntiAffinityTerm struct {
 type ScheduledPlacement struct {
 	// providerName is the name of the chosen Provider.
 	// +required
-	ProviderName string `json:"providerName"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ProviderName string `json:"providerName,omitempty"`
 
 	// providerNamespace is the namespace of the chosen Provider.
 	// +required
-	ProviderNamespace string `json:"providerNamespace"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	ProviderNamespace string `json:"providerNamespace,omitempty"`
 
 	// providerClass is the chosen Provider's class, e.g. vsphere.
 	// +required
-	ProviderClass string `json:"providerClass"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ProviderClass string `json:"providerClass,omitempty"`
 
-	// failureDomain is the chosen failure domain of that Provider.
+	// failureDomain is the chosen failure domain of that Provider; unset when the
+	// Provider reports none.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	FailureDomain string `json:"failureDomain,omitempty"`
 
 	// scheduledAt is when this placement was chosen.
 	// +optional
-	ScheduledAt metav1.Time `json:"scheduledAt,omitempty,omitzero"`
+	ScheduledAt *metav1.Time `json:"scheduledAt,omitempty"`
 }
 
 // ContractVersionedObjectReference names an object through its API group, as Cluster API does.
 type ContractVersionedObjectReference struct {
 	// apiGroup is the object's API group.
 	// +required
-	APIGroup string `json:"apiGroup"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
 
 	// kind is the object's kind.
 	// +required
-	Kind string `json:"kind"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind,omitempty"`
 
 	// name is the object's name, in the VM's namespace.
 	// +required
-	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
 }
 
 // VirtualMachineStatus is what the core controller observed of the VM.
+//
+// +kubebuilder:validation:MinProperties=1
 type VirtualMachineStatus struct {
+	// conditions are Ready, Scheduled, InfrastructureReady and PlacementValid.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,1,rep,name=conditions"`
+
 	// scheduled is the VM's current placement.
 	// +optional
 	Scheduled *ScheduledPlacement `json:"scheduled,omitempty"`
@@ -186,6 +214,8 @@ type VirtualMachineStatus struct {
 
 	// providerID is the backend's stable identifier of the VM, e.g. vsphere://<uuid>.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
 
 	// initialization reports whether the backend VM has been provisioned.
@@ -205,14 +235,9 @@ type VirtualMachineStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
-	// conditions are Ready, Scheduled, InfrastructureReady and PlacementValid.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-
 	// observedGeneration is the generation the core controller last reconciled.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
@@ -230,12 +255,15 @@ type VirtualMachineStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VirtualMachine struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is what the user asks for.
 	// +required
-	Spec VirtualMachineSpec `json:"spec"`
+	Spec VirtualMachineSpec `json:"spec,omitempty,omitzero"`
 
 	// status is what the core controller observed.
 	// +optional

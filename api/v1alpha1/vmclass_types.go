@@ -8,15 +8,15 @@ import (
 type VMClassSpec struct {
 	// hardware is the VM's CPUs, memory and disks.
 	// +required
-	Hardware Hardware `json:"hardware"`
+	Hardware Hardware `json:"hardware,omitempty,omitzero"`
 
-	// network is the VM's network interfaces.
+	// network is the VM's network interfaces; leave it out rather than empty.
 	// +optional
 	Network Network `json:"network,omitempty,omitzero"`
 
 	// firmware is the boot firmware: bios (the default), efi or efi-secure.
 	// +optional
-	// +kubebuilder:default=bios
+	// +default="bios"
 	Firmware Firmware `json:"firmware,omitempty"`
 
 	// features are backend features the VM needs, e.g. nestedVirtualization; a Provider
@@ -35,13 +35,13 @@ type Hardware struct {
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=768
-	CPUs int32 `json:"cpus"`
+	CPUs int32 `json:"cpus,omitempty"`
 
 	// memoryMiB is the memory size in MiB, at least 128 and at most 24 TiB.
 	// +required
 	// +kubebuilder:validation:Minimum=128
 	// +kubebuilder:validation:Maximum=25165824
-	MemoryMiB int64 `json:"memoryMiB"`
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
 
 	// disks are the VM's disks; the first one is the boot disk, made from the image and
 	// grown to its size.
@@ -59,27 +59,29 @@ type Disk struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// sizeGiB is the disk size in GiB, from 1 to 65536.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
-	SizeGiB int32 `json:"sizeGiB"`
+	SizeGiB int32 `json:"sizeGiB,omitempty"`
 
 	// storageClass names one of the Provider's capabilities.storageClasses.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	StorageClass string `json:"storageClass"`
+	StorageClass string `json:"storageClass,omitempty"`
 
 	// provisioning is how space is allocated: thin (the default), thick or eagerZeroed.
 	// +optional
-	// +kubebuilder:default=thin
+	// +default="thin"
 	Provisioning DiskProvisioning `json:"provisioning,omitempty"`
 }
 
 // Network is the network part of a VMClass.
+//
+// +kubebuilder:validation:MinProperties=1
 type Network struct {
 	// interfaces are the VM's network interfaces, in order.
 	// +optional
@@ -96,13 +98,13 @@ type Interface struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// networkClass names one of the Provider's capabilities.networkClasses.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	NetworkClass string `json:"networkClass"`
+	NetworkClass string `json:"networkClass,omitempty"`
 
 	// ipam says how the interface gets its address; DHCP by default.
 	// +optional
@@ -124,12 +126,15 @@ type Interface struct {
 // +kubebuilder:printcolumn:name="Firmware",type=string,JSONPath=`.spec.firmware`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VMClass struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the class's hardware and network shape.
 	// +required
-	Spec VMClassSpec `json:"spec"`
+	Spec VMClassSpec `json:"spec,omitempty,omitzero"`
 }
 
 // VMClassList is a list of VMClasses.

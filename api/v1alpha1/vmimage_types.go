@@ -36,27 +36,31 @@ const (
 type VMImageSpec struct {
 	// osFamily is the operating-system family, e.g. linux or windows.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	OSFamily string `json:"osFamily,omitempty"`
 
 	// osDistribution is the distribution, e.g. ubuntu.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	OSDistribution string `json:"osDistribution,omitempty"`
 
 	// osVersion is the distribution's version, e.g. 22.04.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	OSVersion string `json:"osVersion,omitempty"`
 
 	// architecture is the CPU architecture, e.g. amd64 or arm64.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Architecture string `json:"architecture,omitempty"`
 
 	// guestAgent is the first-boot agent that reads the VM's user-data.
 	// +optional
-	// +kubebuilder:default=cloud-init
+	// +default="cloud-init"
 	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
 
 	// sources say where each provider class finds this image; a VM with this image can only
@@ -65,7 +69,7 @@ type VMImageSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
-	Sources []ImageSource `json:"sources"`
+	Sources []ImageSource `json:"sources,omitempty"`
 }
 
 // ImageSource is where one provider class finds an image.
@@ -77,26 +81,29 @@ type ImageSource struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	ProviderClass string `json:"providerClass"`
+	ProviderClass string `json:"providerClass,omitempty"`
 
 	// kind is how the backend finds the image: Template, BackingFile or Url.
 	// +required
-	Kind ImageSourceKind `json:"kind"`
+	Kind ImageSourceKind `json:"kind,omitempty"`
 
 	// ref names the image on the backend: a template name or ID, a volume or path, or a URL.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Ref string `json:"ref,omitempty"`
 
 	// importFrom is an http(s) URL the provider imports the image from when ref is missing
 	// on the backend.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="importFrom must be an http or https URL with a host, e.g. https://images.example.com/jammy.qcow2"
 	ImportFrom string `json:"importFrom,omitempty"`
 
 	// checksum is the image's digest as "sha256:<hex>" or "sha512:<hex>", checked after import.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=135
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$')",message="checksum must be sha256:<64 lowercase hex digits> or sha512:<128 lowercase hex digits>"
 	Checksum string `json:"checksum,omitempty"`
@@ -107,43 +114,58 @@ type ImageSource struct {
 type ImageProviderStatus struct {
 	// providerNamespace is the namespace of the Provider this row is for.
 	// +required
-	ProviderNamespace string `json:"providerNamespace"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	ProviderNamespace string `json:"providerNamespace,omitempty"`
 
 	// providerName is the name of the Provider this row is for.
 	// +required
-	ProviderName string `json:"providerName"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ProviderName string `json:"providerName,omitempty"`
 
-	// ready is true when VMs can be made from the image on this Provider.
+	// ready is true when VMs can be made from the image on this Provider, false when
+	// they cannot (yet).
 	// +required
-	Ready bool `json:"ready"`
+	Ready *bool `json:"ready,omitempty"`
 
 	// resolvedRef is the backend's own reference to the image, e.g. a template's managed object ID.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	ResolvedRef string `json:"resolvedRef,omitempty"`
 
 	// reason is a CamelCase word saying why the image is not ready.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 
 	// message says, for a person, why the image is not ready or how an import is going.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32768
 	Message string `json:"message,omitempty"`
 }
 
 // VMImageStatus is the image's readiness on each Provider.
+//
+// +kubebuilder:validation:MinProperties=1
 type VMImageStatus struct {
+	// conditions are the image's conditions.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,1,rep,name=conditions"`
+
 	// perProvider has one row for each Provider that has looked at this image.
 	// +optional
 	// +listType=map
 	// +listMapKey=providerNamespace
 	// +listMapKey=providerName
 	PerProvider []ImageProviderStatus `json:"perProvider,omitempty"`
-
-	// conditions are the image's conditions.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // VMImage is an operating-system image that VirtualMachines refer to, with its source on
@@ -157,12 +179,15 @@ type VMImageStatus struct {
 // +kubebuilder:printcolumn:name="Arch",type=string,JSONPath=`.spec.architecture`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VMImage struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec describes the image and its sources.
 	// +required
-	Spec VMImageSpec `json:"spec"`
+	Spec VMImageSpec `json:"spec,omitempty,omitzero"`
 
 	// status is the image's readiness on each Provider.
 	// +optional

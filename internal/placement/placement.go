@@ -9,6 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
@@ -327,7 +328,7 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) 
 	case !p.DeletionTimestamp.IsZero():
 		return "being deleted"
 	case placed:
-	case p.Spec.Paused:
+	case ptr.Deref(p.Spec.Paused, false):
 		return "paused"
 	case p.Status.MachineKind == nil:
 		return fmt.Sprintf("no provider controller for class %q has claimed it (status.machineKind is empty)", p.Spec.ProviderClassRef.Name)
@@ -347,7 +348,7 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) 
 	}
 	if row := pr.rows[providerKey{p.Namespace, p.Name}]; placed {
 		// An image that stops being ready does not move the VMs already made from it.
-	} else if row != nil && !row.Ready {
+	} else if row != nil && !ptr.Deref(row.Ready, false) {
 		return fmt.Sprintf("image %s is not ready here: %s", req.Image.Name, cmp.Or(row.Message, row.Reason, "no reason given"))
 	} else if row == nil && src.Kind == banlieuev1.ImageSourceURL {
 		return fmt.Sprintf("image %s has not been imported here yet", req.Image.Name)

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
@@ -73,7 +74,7 @@ func benchInputs(c benchCase) (*Scheduler, *Request, LoadFunc) {
 		}
 		providers = append(providers, p)
 		image.Status.PerProvider = append(image.Status.PerProvider, banlieuev1.ImageProviderStatus{
-			ProviderNamespace: p.Namespace, ProviderName: p.Name, Ready: true,
+			ProviderNamespace: p.Namespace, ProviderName: p.Name, Ready: ptr.To(true),
 		})
 	}
 	occupiable := (c.providers - 1) * c.domains

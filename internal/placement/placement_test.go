@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
@@ -50,7 +51,7 @@ func ofClass(class string) providerOpt {
 	return func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = class }
 }
 
-func paused() providerOpt { return func(p *banlieuev1.Provider) { p.Spec.Paused = true } }
+func paused() providerOpt { return func(p *banlieuev1.Provider) { p.Spec.Paused = ptr.To(true) } }
 
 func deleting() providerOpt {
 	return func(p *banlieuev1.Provider) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }
@@ -165,7 +166,7 @@ func imageSource(class string, kind banlieuev1.ImageSourceKind) requestOpt {
 func imageRow(providerName string, ready bool, reason, message string) requestOpt {
 	return func(r *Request) {
 		r.Image.Status.PerProvider = append(r.Image.Status.PerProvider, banlieuev1.ImageProviderStatus{
-			ProviderNamespace: "infra", ProviderName: providerName, Ready: ready, Reason: reason, Message: message,
+			ProviderNamespace: "infra", ProviderName: providerName, Ready: ptr.To(ready), Reason: reason, Message: message,
 		})
 	}
 }

@@ -72,7 +72,7 @@ func TestStatus(t *testing.T) {
 				}},
 			}},
 			want: infrav1.MachineStatus{
-				Initialization: banlieuev1.Initialization{Provisioned: ptr.To(true)},
+				Initialization: infrav1.MachineInitialization{Provisioned: ptr.To(true)},
 				Addresses:      []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "10.0.0.5"}},
 				PowerState:     banlieuev1.PowerStatePoweredOn,
 				Conditions: []metav1.Condition{{

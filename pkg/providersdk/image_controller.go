@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,7 +108,7 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			errs = append(errs, r.apply(ctx, img, p, nil))
 			continue
 		}
-		if p.Spec.Paused || !providerReady(p) {
+		if ptr.Deref(p.Spec.Paused, false) || !providerReady(p) {
 			continue // the Provider's turning Ready enqueues the image again
 		}
 		row, next, err := r.resolve(ctx, img, src, p)
@@ -154,7 +157,7 @@ func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, 
 	}
 	row := &banlieuev1.ImageProviderStatus{
 		ProviderNamespace: p.Namespace, ProviderName: p.Name,
-		Ready: res.Ready, ResolvedRef: res.ResolvedRef, Reason: res.Reason, Message: res.Message,
+		Ready: ptr.To(res.Ready), ResolvedRef: res.ResolvedRef, Reason: res.Reason, Message: res.Message,
 	}
 	switch {
 	case res.InProgress:
@@ -181,15 +184,18 @@ func providerReady(p *banlieuev1.Provider) bool {
 // already shows exactly that.
 func (r *ImageReconciler) apply(ctx context.Context, img *banlieuev1.VMImage, p *banlieuev1.Provider, row *banlieuev1.ImageProviderStatus) error {
 	current := img.ProviderStatus(p.Namespace, p.Name)
-	if (row == nil && current == nil) || (row != nil && current != nil && *row == *current) {
+	if (row == nil && current == nil) || (row != nil && current != nil && equality.Semantic.DeepEqual(*row, *current)) {
 		return nil
 	}
 	rows := []any{}
 	if row != nil {
-		rows = append(rows, map[string]any{
-			"providerNamespace": row.ProviderNamespace, "providerName": row.ProviderName, "ready": row.Ready,
-			"resolvedRef": row.ResolvedRef, "reason": row.Reason, "message": row.Message,
-		})
+		// The same fields a typed client would send: the empty strings are left out,
+		// as the CRD does not take them.
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(row)
+		if err != nil {
+			return fmt.Errorf("failed to convert image row for Provider %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		rows = append(rows, m)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": banlieuev1.GroupVersion.String(), "kind": "VMImage",

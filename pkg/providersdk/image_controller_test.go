@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,8 +85,8 @@ func TestEachProviderWritesItsOwnImageRow(t *testing.T) {
 
 	res, got := e.reconcileImage(r, img)
 	want := []banlieuev1.ImageProviderStatus{
-		{ProviderNamespace: e.ns, ProviderName: a.Name, Ready: true, ResolvedRef: "vm-42"},
-		{ProviderNamespace: e.ns, ProviderName: b.Name, Reason: "TemplateNotFound", Message: `template "ubuntu-tpl" not found`},
+		{ProviderNamespace: e.ns, ProviderName: a.Name, Ready: ptr.To(true), ResolvedRef: "vm-42"},
+		{ProviderNamespace: e.ns, ProviderName: b.Name, Ready: ptr.To(false), Reason: "TemplateNotFound", Message: `template "ubuntu-tpl" not found`},
 	}
 	sortRows := cmpopts.SortSlices(func(x, y banlieuev1.ImageProviderStatus) bool { return x.ProviderName < y.ProviderName })
 	if diff := cmp.Diff(want, got.Status.PerProvider, sortRows); diff != "" {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -156,7 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		s.ready(metav1.ConditionFalse, infrav1.MachineProviderNotFoundReason, fmt.Sprintf("Provider %s/%s not found", ref.Namespace, ref.Name))
 		return ctrl.Result{}, r.patchStatus(ctx, s)
 	}
-	if p.Spec.Paused {
+	if ptr.Deref(p.Spec.Paused, false) {
 		return ctrl.Result{}, r.pause(ctx, s, fmt.Sprintf("Provider %s/%s is paused (spec.paused)", p.Namespace, p.Name))
 	}
 	s.setPaused("")

@@ -48,7 +48,10 @@ func newScope(u *unstructured.Unstructured) (*scope, error) {
 	}
 	m := &Machine{UID: u.GetUID(), Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), Spec: spec, Object: u}
 	if t := status.Task; t != nil {
-		m.Task = Task{Ref: t.Ref, Operation: t.Operation, StartedAt: t.StartedAt.Time}
+		m.Task = Task{Ref: t.Ref, Operation: t.Operation}
+		if t.StartedAt != nil {
+			m.Task.StartedAt = t.StartedAt.Time
+		}
 	}
 	return &scope{machine: m, before: *status.DeepCopy(), status: status}, nil
 }
@@ -78,7 +81,7 @@ func (s *scope) setTask(t Task) {
 	case !t.InFlight():
 		s.status.Task = nil
 	case s.status.Task == nil || s.status.Task.Ref != t.Ref || s.status.Task.Operation != t.Operation:
-		s.status.Task = &infrav1.TaskReference{Ref: t.Ref, Operation: t.Operation, StartedAt: metav1.Now()}
+		s.status.Task = &infrav1.TaskReference{Ref: t.Ref, Operation: t.Operation, StartedAt: ptr.To(metav1.Now())}
 	}
 }
 

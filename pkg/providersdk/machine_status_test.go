@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -128,9 +129,9 @@ func TestAPausedMachineOrProviderIsLeftAloneAndSaysSo(t *testing.T) {
 		}, func(*banlieuev1.Provider) {}, func(e *env, m *testv1.TestMachine) {
 			e.update(m, func(m *testv1.TestMachine) { delete(m.Annotations, infrav1.PausedAnnotation) })
 		}, func(string) string { return "its VirtualMachine is paused (spec.paused)" }},
-		{"Provider is paused", func(*testv1.TestMachine) {}, func(p *banlieuev1.Provider) { p.Spec.Paused = true }, func(e *env, _ *testv1.TestMachine) {
+		{"Provider is paused", func(*testv1.TestMachine) {}, func(p *banlieuev1.Provider) { p.Spec.Paused = ptr.To(true) }, func(e *env, _ *testv1.TestMachine) {
 			p := e.getProvider()
-			p.Spec.Paused = false
+			p.Spec.Paused = ptr.To(false)
 			if err := k8s.Update(e.ctx, p); err != nil {
 				e.t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -187,7 +188,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		}
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: p.Generation})
 	}
-	if p.Spec.Paused {
+	if ptr.Deref(p.Spec.Paused, false) {
 		set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderPausedReason, "spec.paused is true: no VM is placed, changed or deleted here")
 		return ctrl.Result{}, nil
 	}

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -60,7 +61,7 @@ func TestAProviderUpdateWakesItsMachinesOnlyForWhatTheyActOn(t *testing.T) {
 	}, {
 		name: "the spec changed (paused)",
 		old:  provider(),
-		new:  provider(func(p *banlieuev1.Provider) { p.Spec.Paused, p.Generation = true, 2 }),
+		new:  provider(func(p *banlieuev1.Provider) { p.Spec.Paused, p.Generation = ptr.To(true), 2 }),
 		want: true,
 	}, {
 		name: "the deletion started",

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/libvirt/host"
@@ -98,7 +100,7 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		Credentials:           info.Credentials,
 		SecretRef:             info.SecretRef(),
 		CABundle:              info.CABundle,
-		InsecureSkipTLSVerify: p.Spec.Connection.InsecureSkipTLSVerify,
+		InsecureSkipTLSVerify: ptr.Deref(p.Spec.Connection.InsecureSkipTLSVerify, false),
 		DialTimeout:           d.dialTimeout,
 		Class:                 ProviderClass,
 	})

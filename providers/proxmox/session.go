@@ -11,6 +11,7 @@ import (
 
 	"github.com/luthermonson/go-proxmox"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -124,7 +125,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 	tr.ResponseHeaderTimeout = d.responseTimeout
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
-	case p.Spec.Connection.InsecureSkipTLSVerify:
+	case ptr.Deref(p.Spec.Connection.InsecureSkipTLSVerify, false):
 		tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // asked for by the Provider, for test backends
 	default:
 		if tr.TLSClientConfig.RootCAs, err = info.RootCAs(); err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
@@ -72,7 +74,7 @@ func TestConnect(t *testing.T) {
 		name: "insecureSkipTLSVerify connects without a CA bundle",
 		edit: func(i *providersdk.ProviderInfo) {
 			i.CABundle = nil
-			i.Provider.Spec.Connection.InsecureSkipTLSVerify = true
+			i.Provider.Spec.Connection.InsecureSkipTLSVerify = ptr.To(true)
 		},
 		check: wantErr(nil, "", ""),
 	}, {

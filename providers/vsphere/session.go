@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -75,7 +76,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 	}
 	cfg := vcenter.Config{
 		URL:             u,
-		Insecure:        p.Spec.Connection.InsecureSkipTLSVerify,
+		Insecure:        ptr.Deref(p.Spec.Connection.InsecureSkipTLSVerify, false),
 		ResponseTimeout: d.responseTimeout,
 		KeepAlive:       d.keepAlive,
 		Username:        user,

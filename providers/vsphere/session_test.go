@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 )
@@ -47,7 +49,7 @@ func TestConnect(t *testing.T) {
 		name: "insecureSkipTLSVerify connects without a CA bundle",
 		edit: func(i *providersdk.ProviderInfo) {
 			i.CABundle = nil
-			i.Provider.Spec.Connection.InsecureSkipTLSVerify = true
+			i.Provider.Spec.Connection.InsecureSkipTLSVerify = ptr.To(true)
 		},
 		check: wantNoError,
 	}, {

@@ -254,7 +254,7 @@ func TestAUrlImageIsImportedOnProxmoxAndAVMIsMadeFromIt(t *testing.T) {
 	f.eventually(img, func(g Gomega) {
 		row := img.ProviderStatus(p.Namespace, p.Name)
 		g.Expect(row).NotTo(BeNil())
-		g.Expect(row.Ready).To(BeTrue(), "row %+v", row)
+		g.Expect(row.Ready).To(HaveValue(BeTrue()), "row %+v", row)
 		g.Expect(row.ResolvedRef).To(HavePrefix(proxmoxtest.Node1 + "/"))
 	}, 60*time.Second)
 

@@ -146,7 +146,7 @@ func TestAMissingTemplateKeepsTheVMUnscheduledAndSaysWhy(t *testing.T) {
 	f.eventually(img, func(g Gomega) {
 		row := img.ProviderStatus(p.Namespace, p.Name)
 		g.Expect(row).NotTo(BeNil())
-		g.Expect(row.Ready).To(BeFalse())
+		g.Expect(row.Ready).To(HaveValue(BeFalse()))
 		g.Expect(row.Reason).To(Equal(banlieuev1.ImageTemplateNotFoundReason))
 	}, 30*time.Second)
 	vm := f.vm("web-1", f.class("small"), img)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -307,7 +308,7 @@ func (b *bench) notReady(ctx context.Context, providers []client.ObjectKey) stri
 	}
 	ready := 0
 	for _, row := range img.Status.PerProvider {
-		if row.Ready {
+		if ptr.Deref(row.Ready, false) {
 			ready++
 		}
 	}

@@ -5,6 +5,8 @@ import (
 )
 
 // LibvirtMachineSpec is the desired state of a LibvirtMachine: the machine contract plus libvirt options.
+//
+// +kubebuilder:validation:MinProperties=1
 type LibvirtMachineSpec struct {
 	MachineSpec `json:",inline"`
 
@@ -35,12 +37,15 @@ type LibvirtMachineStatus struct {
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LibvirtMachine struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the machine's desired state.
 	// +required
-	Spec LibvirtMachineSpec `json:"spec"`
+	Spec LibvirtMachineSpec `json:"spec,omitempty,omitzero"`
 
 	// status is the machine's observed state.
 	// +optional
@@ -60,18 +65,18 @@ type LibvirtMachineList struct {
 type LibvirtMachineTemplateResource struct {
 	// metadata holds labels and annotations for the machines made from the template.
 	// +optional
-	ObjectMeta metav1.ObjectMeta `json:"metadata,omitempty,omitzero"`
+	ObjectMeta ObjectMeta `json:"metadata,omitempty,omitzero"`
 
 	// spec is the spec of the machines made from the template.
 	// +required
-	Spec LibvirtMachineSpec `json:"spec"`
+	Spec LibvirtMachineSpec `json:"spec,omitempty,omitzero"`
 }
 
 // LibvirtMachineTemplateSpec is the spec of a LibvirtMachineTemplate.
 type LibvirtMachineTemplateSpec struct {
 	// template is the machine to stamp out.
 	// +required
-	Template LibvirtMachineTemplateResource `json:"template"`
+	Template LibvirtMachineTemplateResource `json:"template,omitempty,omitzero"`
 }
 
 // LibvirtMachineTemplate is a template of LibvirtMachine objects, for Cluster API MachineSets and
@@ -81,12 +86,15 @@ type LibvirtMachineTemplateSpec struct {
 // +kubebuilder:resource:categories={banlieue,banlieue-machines}
 // +kubebuilder:metadata:labels={"banlieue.io/machine-contract=v1alpha1","cluster.x-k8s.io/v1beta2=v1alpha1"}
 type LibvirtMachineTemplate struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec holds the template.
 	// +required
-	Spec LibvirtMachineTemplateSpec `json:"spec"`
+	Spec LibvirtMachineTemplateSpec `json:"spec,omitempty,omitzero"`
 }
 
 // LibvirtMachineTemplateList is a list of LibvirtMachineTemplate objects.

@@ -23,38 +23,52 @@ type ProviderRef struct {
 	// namespace of the Provider.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
 
 	// name of the Provider.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	Name string `json:"name"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
 }
 
 // MachineImage is the image source that core resolved for the machine's provider class.
 type MachineImage struct {
 	// name is the VMImage's name.
 	// +required
-	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
 
 	// kind is the source's kind: Template, BackingFile or Url.
 	// +required
-	Kind banlieuev1.ImageSourceKind `json:"kind"`
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
+	Kind banlieuev1.ImageSourceKind `json:"kind,omitempty"`
 
 	// ref names the image on the backend.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	Ref string `json:"ref,omitempty"`
 
 	// importFrom is the URL the image is imported from.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
 	ImportFrom string `json:"importFrom,omitempty"`
 
 	// checksum is the image's digest.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=135
 	Checksum string `json:"checksum,omitempty"`
 
 	// resolvedRef is the backend reference from the VMImage's row for this Provider.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	ResolvedRef string `json:"resolvedRef,omitempty"`
 }
 
@@ -63,15 +77,17 @@ type MachineHardware struct {
 	// cpus is the number of virtual CPUs.
 	// +required
 	// +kubebuilder:validation:Minimum=1
-	CPUs int32 `json:"cpus"`
+	CPUs int32 `json:"cpus,omitempty"`
 
 	// memoryMiB is the memory size in MiB.
 	// +required
 	// +kubebuilder:validation:Minimum=1
-	MemoryMiB int64 `json:"memoryMiB"`
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
 
 	// firmware is bios, efi or efi-secure.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
 	Firmware banlieuev1.Firmware `json:"firmware,omitempty"`
 }
 
@@ -79,20 +95,26 @@ type MachineHardware struct {
 type MachineDisk struct {
 	// name identifies the disk; the first disk is the boot disk.
 	// +required
-	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
 
 	// sizeGiB is the disk size in GiB.
 	// +required
 	// +kubebuilder:validation:Minimum=1
-	SizeGiB int32 `json:"sizeGiB"`
+	SizeGiB int32 `json:"sizeGiB,omitempty"`
 
 	// provisioning is thin, thick or eagerZeroed.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
 	Provisioning banlieuev1.DiskProvisioning `json:"provisioning,omitempty"`
 
 	// storageClass is the backend-neutral storage class.
 	// +required
-	StorageClass string `json:"storageClass"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	StorageClass string `json:"storageClass,omitempty"`
 
 	// target is the storage class's backend objects, copied from the Provider.
 	// +optional
@@ -103,11 +125,15 @@ type MachineDisk struct {
 type MachineInterface struct {
 	// name identifies the interface.
 	// +required
-	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	Name string `json:"name,omitempty"`
 
 	// networkClass is the backend-neutral network class.
 	// +required
-	NetworkClass string `json:"networkClass"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	NetworkClass string `json:"networkClass,omitempty"`
 
 	// target is the network class's backend objects, copied from the Provider.
 	// +optional
@@ -117,8 +143,10 @@ type MachineInterface struct {
 	// +optional
 	IPAM *banlieuev1.IPAM `json:"ipam,omitempty"`
 
-	// mtu is the interface's MTU.
+	// mtu is the interface's MTU, from 576 to 9216; the network's default when unset.
 	// +optional
+	// +kubebuilder:validation:Minimum=576
+	// +kubebuilder:validation:Maximum=9216
 	MTU int32 `json:"mtu,omitempty"`
 }
 
@@ -127,19 +155,20 @@ type MachineInterface struct {
 type MachineSpec struct {
 	// providerRef names the Provider this machine runs on.
 	// +required
-	ProviderRef ProviderRef `json:"providerRef"`
+	ProviderRef ProviderRef `json:"providerRef,omitempty,omitzero"`
 
 	// failureDomain is the Provider's failure domain chosen for the machine.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	FailureDomain string `json:"failureDomain,omitempty"`
 
 	// image is the image source for this machine's provider class.
 	// +required
-	Image MachineImage `json:"image"`
+	Image MachineImage `json:"image,omitempty,omitzero"`
 
 	// hardware is the machine's CPUs, memory and firmware.
 	// +required
-	Hardware MachineHardware `json:"hardware"`
+	Hardware MachineHardware `json:"hardware,omitempty,omitzero"`
 
 	// disks are the machine's disks; the first one is the boot disk.
 	// +optional
@@ -155,7 +184,9 @@ type MachineSpec struct {
 
 	// powerState is the power state the machine should be in.
 	// +optional
-	// +kubebuilder:default=PoweredOn
+	// +default="PoweredOn"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
 	PowerState banlieuev1.PowerState `json:"powerState,omitempty"`
 
 	// userData references the guest's first-boot payload, in the machine's namespace.
@@ -164,6 +195,8 @@ type MachineSpec struct {
 
 	// providerID is the backend's stable identifier of the VM, written by the provider.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
 }
 
@@ -171,23 +204,61 @@ type MachineSpec struct {
 type TaskReference struct {
 	// ref is the backend's task identifier: a vSphere task, a Proxmox UPID.
 	// +required
-	Ref string `json:"ref"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Ref string `json:"ref,omitempty"`
 
 	// operation is what the task does, e.g. create, delete or power.
 	// +required
-	Operation string `json:"operation"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Operation string `json:"operation,omitempty"`
 
 	// startedAt is when the provider started the task.
 	// +optional
-	StartedAt metav1.Time `json:"startedAt,omitempty,omitzero"`
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+}
+
+// MachineInitialization reports the one-time steps of bringing a machine up, as Cluster
+// API's InfraMachine contract names them.
+//
+// +kubebuilder:validation:MinProperties=1
+type MachineInitialization struct {
+	// provisioned is true once the backend VM exists and has been configured.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// ObjectMeta is the metadata a machine template gives the machines made from it: the
+// part of metav1.ObjectMeta that a template can set.
+//
+// +kubebuilder:validation:MinProperties=1
+type ObjectMeta struct {
+	// labels are added to the machines made from the template.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are added to the machines made from the template.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // MachineStatus is the part of every infrastructure machine's status that the machine
 // contract fixes. The provider writes all of it.
+//
+// +kubebuilder:validation:MinProperties=1
 type MachineStatus struct {
+	// conditions must include Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,1,rep,name=conditions"`
+
 	// initialization reports whether the backend VM has been provisioned.
 	// +optional
-	Initialization banlieuev1.Initialization `json:"initialization,omitempty,omitzero"`
+	Initialization MachineInitialization `json:"initialization,omitempty,omitzero"`
 
 	// addresses are the VM's addresses.
 	// +optional
@@ -196,10 +267,13 @@ type MachineStatus struct {
 
 	// failureDomain is where the VM actually runs.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	FailureDomain string `json:"failureDomain,omitempty"`
 
 	// powerState is the VM's observed power state.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
 	PowerState banlieuev1.PowerState `json:"powerState,omitempty"`
 
 	// task is the backend task in flight, if any.
@@ -211,21 +285,18 @@ type MachineStatus struct {
 	// that does not exist, a disk asked to shrink). It is the Ready condition's reason
 	// then, and core reports the VM as Failed. Transient failures never set it.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	FailureReason string `json:"failureReason,omitempty"`
 
 	// failureMessage says, for a person, why the provider gave up and what to change.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=10240
 	FailureMessage string `json:"failureMessage,omitempty"`
 
-	// conditions must include Ready.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-
 	// observedGeneration is the generation the provider last reconciled.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }

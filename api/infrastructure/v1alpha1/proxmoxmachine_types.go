@@ -5,6 +5,8 @@ import (
 )
 
 // ProxmoxMachineSpec is the desired state of a ProxmoxMachine: the machine contract plus Proxmox VE options.
+//
+// +kubebuilder:validation:MinProperties=1
 type ProxmoxMachineSpec struct {
 	MachineSpec `json:",inline"`
 
@@ -35,12 +37,15 @@ type ProxmoxMachineStatus struct {
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ProxmoxMachine struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the machine's desired state.
 	// +required
-	Spec ProxmoxMachineSpec `json:"spec"`
+	Spec ProxmoxMachineSpec `json:"spec,omitempty,omitzero"`
 
 	// status is the machine's observed state.
 	// +optional
@@ -60,18 +65,18 @@ type ProxmoxMachineList struct {
 type ProxmoxMachineTemplateResource struct {
 	// metadata holds labels and annotations for the machines made from the template.
 	// +optional
-	ObjectMeta metav1.ObjectMeta `json:"metadata,omitempty,omitzero"`
+	ObjectMeta ObjectMeta `json:"metadata,omitempty,omitzero"`
 
 	// spec is the spec of the machines made from the template.
 	// +required
-	Spec ProxmoxMachineSpec `json:"spec"`
+	Spec ProxmoxMachineSpec `json:"spec,omitempty,omitzero"`
 }
 
 // ProxmoxMachineTemplateSpec is the spec of a ProxmoxMachineTemplate.
 type ProxmoxMachineTemplateSpec struct {
 	// template is the machine to stamp out.
 	// +required
-	Template ProxmoxMachineTemplateResource `json:"template"`
+	Template ProxmoxMachineTemplateResource `json:"template,omitempty,omitzero"`
 }
 
 // ProxmoxMachineTemplate is a template of ProxmoxMachine objects, for Cluster API MachineSets and
@@ -81,12 +86,15 @@ type ProxmoxMachineTemplateSpec struct {
 // +kubebuilder:resource:categories={banlieue,banlieue-machines}
 // +kubebuilder:metadata:labels={"banlieue.io/machine-contract=v1alpha1","cluster.x-k8s.io/v1beta2=v1alpha1"}
 type ProxmoxMachineTemplate struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec holds the template.
 	// +required
-	Spec ProxmoxMachineTemplateSpec `json:"spec"`
+	Spec ProxmoxMachineTemplateSpec `json:"spec,omitempty,omitzero"`
 }
 
 // ProxmoxMachineTemplateList is a list of ProxmoxMachineTemplate objects.

@@ -5,6 +5,8 @@ import (
 )
 
 // VSphereMachineSpec is the desired state of a VSphereMachine: the machine contract plus vSphere options.
+//
+// +kubebuilder:validation:MinProperties=1
 type VSphereMachineSpec struct {
 	MachineSpec `json:",inline"`
 
@@ -35,12 +37,15 @@ type VSphereMachineStatus struct {
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VSphereMachine struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the machine's desired state.
 	// +required
-	Spec VSphereMachineSpec `json:"spec"`
+	Spec VSphereMachineSpec `json:"spec,omitempty,omitzero"`
 
 	// status is the machine's observed state.
 	// +optional
@@ -60,18 +65,18 @@ type VSphereMachineList struct {
 type VSphereMachineTemplateResource struct {
 	// metadata holds labels and annotations for the machines made from the template.
 	// +optional
-	ObjectMeta metav1.ObjectMeta `json:"metadata,omitempty,omitzero"`
+	ObjectMeta ObjectMeta `json:"metadata,omitempty,omitzero"`
 
 	// spec is the spec of the machines made from the template.
 	// +required
-	Spec VSphereMachineSpec `json:"spec"`
+	Spec VSphereMachineSpec `json:"spec,omitempty,omitzero"`
 }
 
 // VSphereMachineTemplateSpec is the spec of a VSphereMachineTemplate.
 type VSphereMachineTemplateSpec struct {
 	// template is the machine to stamp out.
 	// +required
-	Template VSphereMachineTemplateResource `json:"template"`
+	Template VSphereMachineTemplateResource `json:"template,omitempty,omitzero"`
 }
 
 // VSphereMachineTemplate is a template of VSphereMachine objects, for Cluster API MachineSets and
@@ -81,12 +86,15 @@ type VSphereMachineTemplateSpec struct {
 // +kubebuilder:resource:categories={banlieue,banlieue-machines}
 // +kubebuilder:metadata:labels={"banlieue.io/machine-contract=v1alpha1","cluster.x-k8s.io/v1beta2=v1alpha1"}
 type VSphereMachineTemplate struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec holds the template.
 	// +required
-	Spec VSphereMachineTemplateSpec `json:"spec"`
+	Spec VSphereMachineTemplateSpec `json:"spec,omitempty,omitzero"`
 }
 
 // VSphereMachineTemplateList is a list of VSphereMachineTemplate objects.

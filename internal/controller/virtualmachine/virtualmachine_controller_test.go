@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -157,7 +158,7 @@ func TestNoCandidateNamesEveryProviderAndWhy(t *testing.T) {
 	f := newFixture(t)
 	class := f.class("c", func(c *banlieuev1.VMClass) { c.Spec.Features = []string{"gpu"} })
 	image := f.image("i")
-	f.provider("a-paused", nil, func(p *banlieuev1.Provider) { p.Spec.Paused = true })
+	f.provider("a-paused", nil, func(p *banlieuev1.Provider) { p.Spec.Paused = ptr.To(true) })
 	f.provider("b-unclaimed", nil, func(p *banlieuev1.Provider) {
 		p.Status.MachineKind = &banlieuev1.MachineKind{}
 	})
@@ -420,7 +421,7 @@ func TestPausedVMIsLeftAloneAndSaysSo(t *testing.T) {
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")
 	f.provider("p1", nil)
-	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = true })
+	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = ptr.To(true) })
 	got := f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		paused := condition(vm, banlieuev1.VirtualMachinePausedCondition)
 		g.Expect(paused).NotTo(BeNil(), "a paused VM has a Paused condition")
@@ -433,7 +434,7 @@ func TestPausedVMIsLeftAloneAndSaysSo(t *testing.T) {
 	got = f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {})
 	f.g.Expect(got.Status.Scheduled).To(BeNil())
 	f.g.Expect(f.machine("v")).To(BeNil())
-	f.update(vm, func() { vm.Spec.Paused = false })
+	f.update(vm, func() { vm.Spec.Paused = ptr.To(false) })
 	f.scheduledOn("v", "p1", "")
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(condition(vm, banlieuev1.VirtualMachinePausedCondition).Status).To(Equal(metav1.ConditionFalse))
@@ -449,13 +450,13 @@ func TestAVMOnAPausedProviderSaysItIsPaused(t *testing.T) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
 		g.Expect(condition(vm, banlieuev1.VirtualMachinePausedCondition).Status).To(Equal(metav1.ConditionFalse))
 	})
-	f.update(p, func() { p.Spec.Paused = true })
+	f.update(p, func() { p.Spec.Paused = ptr.To(true) })
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		paused := condition(vm, banlieuev1.VirtualMachinePausedCondition)
 		g.Expect(paused.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(paused.Message).To(Equal("the infrastructure machine is paused: Provider " + f.ns + "/p1 is paused (spec.paused)"))
 	})
-	f.update(p, func() { p.Spec.Paused = false })
+	f.update(p, func() { p.Spec.Paused = ptr.To(false) })
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(condition(vm, banlieuev1.VirtualMachinePausedCondition).Status).To(Equal(metav1.ConditionFalse))
 	})
@@ -495,9 +496,9 @@ func TestPausingAVMPausesItsMachineUntilItIsUnpaused(t *testing.T) {
 		return ok
 	}
 	f.g.Expect(marked()).To(BeFalse())
-	f.update(vm, func() { vm.Spec.Paused = true })
+	f.update(vm, func() { vm.Spec.Paused = ptr.To(true) })
 	f.g.Eventually(marked, 10*time.Second).Should(BeTrue(), "the paused VM's machine carries %s", infrav1.PausedAnnotation)
-	f.update(vm, func() { vm.Spec.Paused = false })
+	f.update(vm, func() { vm.Spec.Paused = ptr.To(false) })
 	f.g.Eventually(marked, 10*time.Second).Should(BeFalse(), "the unpaused VM's machine still carries %s", infrav1.PausedAnnotation)
 }
 
@@ -516,7 +517,7 @@ func TestAnUnhealthyOrPausedProviderKeepsItsVMs(t *testing.T) {
 		p.Status.Conditions[0].Reason = "Unreachable"
 		return k8s.Status().Update(f.ctx, p)
 	}, 10*time.Second).Should(Succeed())
-	f.update(p, func() { p.Spec.Paused = true })
+	f.update(p, func() { p.Spec.Paused = ptr.To(true) })
 	time.Sleep(time.Second)
 	vm := f.scheduledOn("v", "b-home", "")
 	f.g.Expect(condition(vm, banlieuev1.VirtualMachinePlacementValidCondition).Status).To(Equal(metav1.ConditionTrue))
@@ -531,16 +532,16 @@ func TestARecordedPlacementWithoutAMachineIsCompletedNotRedone(t *testing.T) {
 	class, image := f.class("c"), f.image("i")
 	f.provider("a", nil)
 	f.provider("b", nil)
-	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = true })
+	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = ptr.To(true) })
 	f.g.Eventually(func() error { // the controller adds its finalizer meanwhile
 		if err := k8s.Get(f.ctx, clientKey(vm), vm); err != nil {
 			return err
 		}
-		vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{ProviderNamespace: f.ns, ProviderName: "b", ProviderClass: "test", ScheduledAt: metav1.Now()}
+		vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{ProviderNamespace: f.ns, ProviderName: "b", ProviderClass: "test", ScheduledAt: ptr.To(metav1.Now())}
 		vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "v"}
 		return k8s.Status().Update(f.ctx, vm)
 	}, 10*time.Second).Should(Succeed())
-	f.update(vm, func() { vm.Spec.Paused = false })
+	f.update(vm, func() { vm.Spec.Paused = ptr.To(false) })
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
 	})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -132,7 +133,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		ProviderNamespace: d.ProviderNamespace,
 		ProviderClass:     d.Provider.Spec.ProviderClassRef.Name,
 		FailureDomain:     d.FailureDomain,
-		ScheduledAt:       metav1.Now(),
+		ScheduledAt:       ptr.To(metav1.Now()),
 	}
 	vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: kind.APIGroup, Kind: kind.Kind, Name: vm.Name}
 	setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, true, banlieuev1.VirtualMachinePlacementValidReason, "")
@@ -480,7 +481,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	}
 	vm.Status.ProviderID = contract.ProviderID(s.machine)
 	vm.Status.Addresses = status.Addresses
-	vm.Status.Initialization = status.Initialization
+	vm.Status.Initialization = banlieuev1.Initialization{Provisioned: status.Initialization.Provisioned}
 	vm.Status.ObservedPowerState = status.PowerState
 	s.machineFailed = status.FailureReason != ""
 	if p := meta.FindStatusCondition(status.Conditions, infrav1.MachinePausedCondition); p != nil && p.Status == metav1.ConditionTrue {

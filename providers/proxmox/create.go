@@ -9,6 +9,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
 // templateRef is a template found on the cluster.
@@ -18,39 +19,28 @@ type templateRef struct {
 }
 
 // Create clones the machine's template onto its failure domain's node and returns the
-// clone task at once; Update shapes the VM once the clone is done. The clone carries the
-// machine's UID in its description and its name from the machine. It succeeds without a
-// clone when the machine's VM exists, and waits for a clone in flight that may be the
-// machine's (one a crashed provider started) rather than clone twice. It reads the
-// cluster's listing that the Observe of the same reconcile read, when it is fresh
-// (takeListing), else lists the cluster.
-func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
-	all, ok := s.takeListing(m.UID)
-	if !ok || s.othersCloning(all) {
-		// Another process's clone, seen locked in the kept listing, may have ended since
-		// and be this machine's VM, which pendingClone would no longer see running: a
-		// fresh listing shows it.
-		var err error
-		if all, err = s.guests(ctx); err != nil {
-			return providersdk.CreateResult{}, err
-		}
+// clone task at once, with where the VM will be (its node and new VMID) as Details, so
+// that the Observe after the clone reads the VM there; Update shapes the VM once the
+// clone is done. The clone carries the machine's UID in its description and its name
+// from the machine. It works from what Observe read: the VM, when it exists (nothing
+// to do), else the cluster's listing, in which it finds the template. A clone that may
+// be the machine's VM in flight (one a crashed provider started) is Observe's to find,
+// and is waited for rather than cloned twice.
+func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
+	if obs.Task.InFlight() {
+		return providersdk.CreateResult{Task: obs.Task}, nil
 	}
-	vm, err := s.findIn(ctx, all, m)
-	if err != nil || vm != nil {
+	st, err := stateOf(obs, "create")
+	if err != nil || st.vm != nil {
 		return providersdk.CreateResult{}, err
 	}
 	opts := &infrav1.ProxmoxOptions{}
-	if m.Object != nil {
-		if err := m.SpecField("proxmox", opts); err != nil {
-			return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineFailedReason, "%s", err.Error())
-		}
-	}
-	tmpl, err := s.template(m, all)
-	if err != nil {
+	if err := m.Options("proxmox", opts); err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	if upid, err := s.pendingClone(ctx, all, m, tmpl.vmid); err != nil || upid != "" {
-		return providersdk.CreateResult{Task: task(upid, providersdk.OperationClone)}, err
+	tmpl, err := s.template(m, st.guests)
+	if err != nil {
+		return providersdk.CreateResult{}, err
 	}
 	node := first(opts.Node, m.Spec.FailureDomain)
 	if node == "" {
@@ -61,114 +51,92 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ provider
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	params := map[string]any{
-		"name":        vmName(m.Namespace, m.Name),
-		"description": description(m, snippet),
-		"full":        1,
+	clone := pve.CloneOptions{
+		Name:        vmName(m.Namespace, m.Name),
+		Description: description(m, snippet),
+		Pool:        first(opts.Pool, s.pool),
+		Linked:      opts.CloneMode == "linked",
 	}
 	if node != tmpl.node {
-		params["target"] = node
+		clone.Target = node
 	}
-	if pool := first(opts.Pool, s.pool); pool != "" {
-		params["pool"] = pool
+	if !clone.Linked && len(m.Spec.Disks) > 0 {
+		clone.Storage = m.Spec.Disks[0].Target[targetStorage]
 	}
-	if opts.CloneMode == "linked" {
-		params["full"] = 0
-	} else if len(m.Spec.Disks) > 0 && m.Spec.Disks[0].Target[targetStorage] != "" {
-		params["storage"] = m.Spec.Disks[0].Target[targetStorage]
-	}
-	upid, err := s.clone(ctx, tmpl, params)
+	upid, vmid, err := s.clone(ctx, tmpl, clone)
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	// Where the clone will be once its task ends, so the Observe that then finds it
-	// reads it there instead of listing the cluster.
-	loc := location{node: node}
-	loc.vmid, _ = params["newid"].(int)
-	s.remember(m.UID, loc)
-	s.cloneStarted(upid, m.UID, loc)
-	return providersdk.CreateResult{Task: task(upid, providersdk.OperationClone)}, nil
+	s.cloneStarted(upid, m.UID)
+	return providersdk.CreateResult{
+		Task:    task(upid, providersdk.OperationClone),
+		Details: &infrav1.ProxmoxStatus{Node: node, VMID: int32(vmid)},
+	}, nil
 }
 
-// clone clones the template onto a new VMID.
-func (s *session) clone(ctx context.Context, tmpl templateRef, params map[string]any) (string, error) {
-	upid, err := s.withNewVMID(ctx, func(vmid int) (string, error) {
-		params["newid"] = vmid
-		var upid string
-		return upid, s.post(ctx, vmPath(tmpl.node, tmpl.vmid, "clone"), params, &upid)
+// clone clones the template onto a new VMID, which it returns with the task's UPID.
+func (s *session) clone(ctx context.Context, tmpl templateRef, o pve.CloneOptions) (string, int, error) {
+	upid, vmid, err := s.withNewVMID(ctx, func(vmid int) (string, error) {
+		o.NewID = vmid
+		return s.api.Clone(ctx, tmpl.node, tmpl.vmid, o)
 	})
 	if err != nil {
-		return "", s.refused("clone template "+strconv.Itoa(tmpl.vmid), err)
+		return "", 0, pve.Refused("clone template "+strconv.Itoa(tmpl.vmid), err)
 	}
-	return upid, nil
+	return upid, vmid, nil
 }
 
-// withNewVMID allocates a VMID with /cluster/nextid and starts a task that makes a
-// VM with it. PVE reserves the VMID when it answers that request (the new VM's config
-// exists at once, locked), but not when it answers nextid: two workers that both ask
-// before either takes its VMID are handed the same one, and the loser's request is
-// refused ("config file already exists", "VM 101 already exists"). So the driver's
-// workers take turns on a cluster, each holding its lock (s.vmids) from nextid until
-// its request is answered, and never race each other. Other clients of the cluster
-// still may: a request refused so asks again after a short random pause, and when every
-// attempt loses, the error is returned and the caller retries later.
-func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string, error)) (string, error) {
-	var err error
+// withNewVMID allocates a VMID (pve.Client.NextVMID) and starts a task that makes a
+// VM with it, returning the task's UPID and the VMID. PVE reserves the VMID when it
+// answers that request (the new VM's config exists at once, locked), but not when it
+// hands out a free one: two workers that both ask before either takes its VMID are handed
+// the same one, and the loser's request is refused ("config file already exists",
+// "VM 101 already exists"). So the driver's workers take turns on a cluster, each
+// holding its lock (s.vmids) from asking for a VMID until its request is answered, and never race
+// each other. Other clients of the cluster still may: a request refused so asks again
+// after a short random pause, and when every attempt loses, the error is returned and
+// the caller retries later.
+func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string, error)) (string, int, error) {
+	var (
+		upid string
+		vmid int
+		err  error
+	)
 	for range s.driver.cloneAttempts {
-		var upid string
-		if upid, err = s.takeVMID(ctx, start); err == nil || !strings.Contains(message(err), "already exists") {
-			return upid, err
+		if upid, vmid, err = s.takeVMID(ctx, start); err == nil || !pve.IsVMIDTaken(err) {
+			return upid, vmid, err
 		}
 		// Others are making VMs at the same moment: let them take their VMIDs first.
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", 0, ctx.Err()
 		case <-time.After(time.Duration(rand.Int64N(int64(50 * time.Millisecond)))):
 		}
 	}
-	return "", err
+	return "", 0, err
 }
 
-// takeVMID asks /cluster/nextid for a free VMID and starts the task that takes it,
-// holding the cluster's VMID lock in between.
-func (s *session) takeVMID(ctx context.Context, start func(vmid int) (string, error)) (string, error) {
+// takeVMID asks for a free VMID and starts the task that takes it, holding the
+// cluster's VMID lock in between.
+func (s *session) takeVMID(ctx context.Context, start func(vmid int) (string, error)) (string, int, error) {
 	select {
 	case s.vmids <- struct{}{}:
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return "", 0, ctx.Err()
 	}
 	defer func() { <-s.vmids }()
-	var next string
-	if err := s.get(ctx, "/cluster/nextid", nil, &next); err != nil {
-		return "", err
-	}
-	vmid, err := strconv.Atoi(strings.TrimSpace(next))
+	vmid, err := s.api.NextVMID(ctx)
 	if err != nil {
-		return "", providersdk.Unreachable(providersdk.Explained("Proxmox VE answered /cluster/nextid with "+strconv.Quote(next), err))
+		return "", 0, err
 	}
-	return start(vmid)
-}
-
-// refused turns PVE's refusal of a request into a Permanent error when retrying cannot
-// help (a missing node, storage or pool, local storage on another node, a linked
-// clone of a VM that is not a template), keeping PVE's message.
-func (s *session) refused(what string, err error) error {
-	if providersdk.IsClassified(err) {
-		return err
-	}
-	msg := message(err)
-	for _, p := range []string{"does not exist", "no such", "can't clone", "not allowed", "not supported", "not available"} {
-		if strings.Contains(strings.ToLower(msg), p) {
-			return providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "Proxmox VE refused to %s: %s", what, msg)
-		}
-	}
-	return err
+	upid, err := start(vmid)
+	return upid, vmid, err
 }
 
 // template finds the machine's template: its resolved "<node>/<vmid>", or its ref, a
 // VMID or a template's name. The node is read from the cluster, as a template may have
 // moved.
-func (s *session) template(m *providersdk.Machine, all []resource) (templateRef, error) {
+func (s *session) template(m *providersdk.Machine, all []pve.Resource) (templateRef, error) {
 	img := m.Spec.Image
 	ref := img.Ref
 	if _, vmid, ok := strings.Cut(img.ResolvedRef, "/"); ok {
@@ -183,11 +151,11 @@ func (s *session) template(m *providersdk.Machine, all []resource) (templateRef,
 
 // findTemplate finds a template by VMID or, of the templates with the name, the one
 // with the lowest VMID, so the answer is stable.
-func findTemplate(all []resource, ref string) (resource, bool) {
+func findTemplate(all []pve.Resource, ref string) (pve.Resource, bool) {
 	vmid, byID := strconv.Atoi(strings.TrimSpace(ref))
-	var best *resource
+	var best *pve.Resource
 	for i, r := range all {
-		if r.Template != 1 || (byID == nil && r.VMID != vmid) || (byID != nil && r.Name != ref) {
+		if !r.Template || (byID == nil && r.VMID != vmid) || (byID != nil && r.Name != ref) {
 			continue
 		}
 		if best == nil || r.VMID < best.VMID {
@@ -195,7 +163,11 @@ func findTemplate(all []resource, ref string) (resource, bool) {
 		}
 	}
 	if best == nil {
-		return resource{}, false
+		return pve.Resource{}, false
 	}
 	return *best, true
 }
+
+// resolvedRef is a template's resolved reference, "<node>/<vmid>", which machines
+// clone.
+func resolvedRef(r pve.Resource) string { return r.Node + "/" + strconv.Itoa(r.VMID) }

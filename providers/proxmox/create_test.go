@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
@@ -19,14 +23,14 @@ func TestFailedCloneIsTaskFailedThenRetried(t *testing.T) {
 	m := newMachine("7c1d2e3f-0000-4000-8000-000000000001")
 	sim.FailNextTask("qmclone", "storage 'local-lvm' is full")
 
-	res, err := s.Create(context.Background(), m, providersdk.Observation{})
+	task, err := observeCreate(t, s, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = settle(t, s, m, res.Task)
+	_, err = settle(t, s, m, task)
 	if msg := wantErr(func(err error) bool {
 		var tf *providersdk.TaskFailedError
-		return errors.As(err, &tf) && tf.Task.Ref == res.Task.Ref
+		return errors.As(err, &tf) && tf.Task.Ref == task.Ref
 	}, "clone failed: storage 'local-lvm' is full", "")(err); msg != "" {
 		t.Fatal(msg)
 	}
@@ -34,28 +38,32 @@ func TestFailedCloneIsTaskFailedThenRetried(t *testing.T) {
 	theVM(t, sim)
 }
 
+// crashAfterCreate is a provider that starts the machine's clone and dies before it
+// writes any status: a new session sees only the machine, with neither the clone's
+// task nor where its VM goes.
+func crashAfterCreate(t *testing.T, sim *proxmoxtest.Simulator, m *providersdk.Machine) providersdk.Task {
+	t.Helper()
+	task, err := observeCreate(t, connect(t, sim, newDriver(sim)), m)
+	if err != nil || !task.InFlight() {
+		t.Fatalf("Create = %+v, %v; want the clone task", task, err)
+	}
+	m.Task = providersdk.Task{}
+	unstructured.RemoveNestedField(m.Object.Object, "status", "proxmox")
+	return task
+}
+
 func TestCrashMidCloneAdoptsTheClone(t *testing.T) {
 	sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
 		o.TaskDelays = map[string]time.Duration{"qmclone": 500 * time.Millisecond}
 	})
 	m := newMachine("8d2e3f40-0000-4000-8000-000000000002")
-	first := connect(t, sim, newDriver(sim))
-	if _, err := first.Create(context.Background(), m, providersdk.Observation{}); err != nil {
-		t.Fatal(err)
-	}
-	// The provider dies before it records the task: a new session sees only the machine.
-	// Its Create reuses Observe's listing, whose lock fields show the clone in flight.
+	clone := crashAfterCreate(t, sim, m)
+	// Observe finds no VM by the machine's identity, but a VM locked by a clone: the
+	// cluster's tasks show the clone, which it reports in flight, so no Create follows.
 	second := connect(t, sim, newDriver(sim))
 	o, err := second.Observe(context.Background(), m)
-	if err != nil || o.Exists {
-		t.Fatalf("Observe mid-clone without the task = %+v, %v; want no VM yet", o, err)
-	}
-	res, err := second.Create(context.Background(), m, providersdk.Observation{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Task.InFlight() {
-		t.Fatal("Create during the first clone started nothing and waits for nothing")
+	if err != nil || !o.Exists || o.Task.Ref != clone.Ref {
+		t.Fatalf("Observe mid-clone without the task = %+v, %v; want clone %s in flight", o, err, clone.Ref)
 	}
 	converge(t, second, m)
 	theVM(t, sim)
@@ -64,29 +72,58 @@ func TestCrashMidCloneAdoptsTheClone(t *testing.T) {
 	}
 }
 
-// A crashed provider's clone that ends between Observe and Create is the machine's VM,
-// though Observe's listing showed it locked and nameless and pendingClone no longer sees
-// it run: Create must list again rather than clone a second VM.
-func TestCloneOfACrashedProviderEndingBeforeCreateIsNotClonedAgain(t *testing.T) {
-	sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
-		o.TaskDelays = map[string]time.Duration{"qmclone": 300 * time.Millisecond}
+// A crashed provider's clone is the machine's VM, though it is locked and nameless in
+// the listing Observe reads: whenever it ends, the machine is never cloned again.
+func TestCloneOfACrashedProviderIsNotClonedAgainWhenItEnds(t *testing.T) {
+	t.Run("a clone that ends between Observe and Create is waited for", func(t *testing.T) {
+		sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
+			o.TaskDelays = map[string]time.Duration{"qmclone": 300 * time.Millisecond}
+		})
+		m := newMachine("9e3f4a51-0000-4000-8000-000000000015")
+		clone := crashAfterCreate(t, sim, m)
+		second := connect(t, sim, newDriver(sim))
+		o, err := second.Observe(context.Background(), m)
+		if err != nil || o.Task.Ref != clone.Ref {
+			t.Fatalf("Observe mid-clone without the task = %+v, %v; want clone %s in flight", o, err, clone.Ref)
+		}
+		waitForClones(t, sim) // the reconciler would not call Create; one that did anyway
+		res, err := second.Create(context.Background(), m, o)
+		if err != nil || res.Task.Ref != clone.Ref {
+			t.Fatalf("Create = %+v, %v; want to wait for clone %s", res, err, clone.Ref)
+		}
+		if clones := clonesIn(sim); clones != 1 {
+			t.Errorf("%d clone tasks, want 1: Create cloned again beside the ended clone", clones)
+		}
 	})
-	m := newMachine("9e3f4a51-0000-4000-8000-000000000015")
-	first := connect(t, sim, newDriver(sim))
-	if _, err := first.Create(context.Background(), m, providersdk.Observation{}); err != nil {
-		t.Fatal(err)
-	}
-	second := connect(t, sim, newDriver(sim))
-	if o, err := second.Observe(context.Background(), m); err != nil || o.Exists {
-		t.Fatalf("Observe mid-clone without the task = %+v, %v; want no VM yet", o, err)
-	}
-	time.Sleep(time.Second) // the first clone ends; the kept listing is still fresh
-	if _, err := second.Create(context.Background(), m, providersdk.Observation{}); err != nil {
-		t.Fatal(err)
-	}
-	if clones := clonesIn(sim); clones != 1 {
-		t.Errorf("%d clone tasks, want 1: Create cloned again beside the ended clone", clones)
-	}
+
+	t.Run("a clone that ends after Observe's listing, before its tasks are read, is found", func(t *testing.T) {
+		sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
+			o.TaskDelays = map[string]time.Duration{"qmclone": 300 * time.Millisecond}
+		})
+		m := newMachine("af405b62-0000-4000-8000-000000000016")
+		crashAfterCreate(t, sim, m)
+		d := newDriver(sim)
+		d.wrapTransport = func(next http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				if strings.HasSuffix(r.URL.Path, "/cluster/tasks") {
+					waitForClones(t, sim)
+				}
+				return next.RoundTrip(r)
+			})
+		}
+		second := connect(t, sim, d)
+		lists := countCalls(sim, listOp)
+		o, err := second.Observe(context.Background(), m)
+		if err != nil || !o.Exists || o.Task.InFlight() || o.ProviderID == "" {
+			t.Fatalf("Observe = %+v, %v; want the clone's VM", o, err)
+		}
+		if n := lists.since(t); n != 2 {
+			t.Errorf("Observe listed the cluster %d times, want 2: the second after the clone ended", n)
+		}
+		if clones := clonesIn(sim); clones != 1 {
+			t.Errorf("%d clone tasks, want 1", clones)
+		}
+	})
 }
 
 // A session knows the clones it started: another machine's Create does not take one of
@@ -97,18 +134,18 @@ func TestCreateDoesNotWaitForTheSessionsCloneOfAnotherMachine(t *testing.T) {
 	})
 	s := connect(t, sim, newDriver(sim))
 	m1, m2 := newMachine("3a4b5c6d-0000-4000-8000-000000000013"), newMachine("4b5c6d7e-0000-4000-8000-000000000014")
-	first, err := s.Create(context.Background(), m1, providersdk.Observation{})
-	if err != nil || !first.Task.InFlight() {
+	first, err := observeCreate(t, s, m1)
+	if err != nil || !first.InFlight() {
 		t.Fatalf("Create = %+v, %v", first, err)
 	}
-	second, err := s.Create(context.Background(), m2, providersdk.Observation{})
-	if err != nil || !second.Task.InFlight() || second.Task.Ref == first.Task.Ref {
-		t.Fatalf("Create of another machine = %+v, %v; want its own clone, not %s", second, err, first.Task.Ref)
+	second, err := observeCreate(t, s, m2)
+	if err != nil || !second.InFlight() || second.Ref == first.Ref {
+		t.Fatalf("Create of another machine = %+v, %v; want its own clone, not %s", second, err, first.Ref)
 	}
-	// The first machine, asking again before it recorded its task, waits for its clone.
-	again, err := s.Create(context.Background(), m1, providersdk.Observation{})
-	if err != nil || again.Task.Ref != first.Task.Ref {
-		t.Fatalf("Create again = %+v, %v; want to wait for %s", again, err, first.Task.Ref)
+	// The first machine, observed again before it recorded its task, waits for its clone.
+	again, err := observeCreate(t, s, m1)
+	if err != nil || again.Ref != first.Ref {
+		t.Fatalf("Create again = %+v, %v; want to wait for %s", again, err, first.Ref)
 	}
 }
 
@@ -158,80 +195,96 @@ func TestConcurrentCreatesGetDistinctVMIDs(t *testing.T) {
 	}
 }
 
-// Create reads the cluster's listing that the Observe of the same reconcile read when
-// it is at most listingReuse old, and lists the cluster itself otherwise.
-func TestCreateReusesObservesListing(t *testing.T) {
+// Create works from the listing Observe read in the same reconcile and lists the
+// cluster no more; the cluster's tasks are read only while a VM is locked by a clone.
+func TestCreateTakesObservesListing(t *testing.T) {
 	tests := []struct {
-		name    string
-		observe bool
-		// wait is how far the clock moves between Observe and Create.
-		wait time.Duration
-		want int
+		name string
+		// cloning starts another machine's clone from the same session first.
+		cloning         bool
+		lists, taskList int
 	}{
-		{name: "Observe then Create", observe: true, want: 1},
-		{name: "Create within the validity", observe: true, wait: listingReuse, want: 1},
-		{name: "Create after the validity", observe: true, wait: listingReuse + time.Millisecond, want: 2},
-		{name: "Create alone", want: 1},
+		{name: "a new machine costs Observe's listing alone", lists: 1},
+		{name: "the session's clone of another machine in flight costs the tasks, no listing more", cloning: true, lists: 1, taskList: 1},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			sim := proxmoxtest.Start(t)
-			d := newDriver(sim)
-			start, offset := time.Now(), time.Duration(0)
-			d.now = func() time.Time { return start.Add(offset) } // moves only when the test moves it
-			s := connect(t, sim, d)
-			m := newMachine(fmt.Sprintf("5c6d7e8f-0000-4000-8000-%012d", i))
-			lists := countCalls(sim, listOp)
-			if tt.observe {
-				if o, err := s.Observe(ctx, m); err != nil || o.Exists {
-					t.Fatalf("Observe = %+v, %v; want no VM", o, err)
+			sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
+				o.TaskDelays = map[string]time.Duration{"qmclone": 300 * time.Millisecond}
+			})
+			s := connect(t, sim, newDriver(sim))
+			if tt.cloning {
+				if task, err := observeCreate(t, s, newMachine(fmt.Sprintf("5c6d7e8f-0000-4000-8000-1%011d", i))); err != nil || !task.InFlight() {
+					t.Fatalf("Create of the other machine = %+v, %v", task, err)
 				}
 			}
-			offset = tt.wait
-			res, err := s.Create(ctx, m, providersdk.Observation{})
-			if err != nil || !res.Task.InFlight() {
-				t.Fatalf("Create = %+v, %v; want the clone task", res, err)
+			m := newMachine(fmt.Sprintf("5c6d7e8f-0000-4000-8000-%012d", i))
+			lists, tasks := countCalls(sim, listOp), countCalls(sim, "GET /cluster/tasks")
+			if task, err := observeCreate(t, s, m); err != nil || !task.InFlight() || task.Operation != providersdk.OperationClone {
+				t.Fatalf("Create = %+v, %v; want the clone task", task, err)
 			}
-			if n := lists.since(t); n != tt.want {
-				t.Errorf("listed the cluster %d times, want %d", n, tt.want)
+			if n := lists.since(t); n != tt.lists {
+				t.Errorf("listed the cluster %d times, want %d", n, tt.lists)
 			}
-			if n := len(s.listings); n != 0 {
-				t.Errorf("%d listings kept after Create, want 0", n)
+			if n := tasks.since(t); n != tt.taskList {
+				t.Errorf("read the cluster's tasks %d times, want %d", n, tt.taskList)
 			}
-			converge(t, s, m)
-			theVM(t, sim)
 		})
 	}
 }
 
-// Listings kept for machines that are observed but never created are dropped once
-// they are too old to reuse, when the next one is kept.
-func TestKeptListingsDoNotPileUp(t *testing.T) {
-	ctx := context.Background()
+// Create handed no Observation from Observe fails rather than clone blind.
+func TestCreateWithoutObserveFails(t *testing.T) {
+	sim := proxmoxtest.Start(t)
+	s := connect(t, sim, newDriver(sim))
+	m := newMachine("6d7e8f90-0000-4000-8000-000000000017")
+	if res, err := s.Create(context.Background(), m, providersdk.Observation{}); err == nil || res.Task.InFlight() {
+		t.Fatalf("Create = %+v, %v; want an error", res, err)
+	}
+	if clones := clonesIn(sim); clones != 0 {
+		t.Errorf("%d clone tasks, want none", clones)
+	}
+}
+
+// The session remembers the clones it started for cloneMemory, then forgets them, so
+// its record does not grow with every VM it ever made.
+func TestStartedClonesAreForgottenAfterCloneMemory(t *testing.T) {
 	sim := proxmoxtest.Start(t)
 	d := newDriver(sim)
 	start, offset := time.Now(), time.Duration(0)
 	d.now = func() time.Time { return start.Add(offset) }
 	s := connect(t, sim, d)
-	observe := func(i int) {
-		t.Helper()
-		if o, err := s.Observe(ctx, newMachine(fmt.Sprintf("6d7e8f90-0000-4000-8000-%012d", i))); err != nil || o.Exists {
-			t.Fatalf("Observe = %+v, %v; want no VM", o, err)
-		}
+	s.cloneStarted("UPID:old", "a")
+	offset = cloneMemory + time.Second
+	s.cloneStarted("UPID:new", "b")
+	if _, ok := s.cloneOwner("UPID:old"); ok {
+		t.Error("a clone started more than cloneMemory ago is still remembered")
 	}
-	for i := range 3 {
-		observe(i)
-	}
-	if n := len(s.listings); n != 3 {
-		t.Fatalf("%d listings kept for 3 machines just observed, want 3", n)
-	}
-	offset = listingReuse + time.Millisecond
-	observe(3)
-	if n := len(s.listings); n != 1 {
-		t.Errorf("%d listings kept once the first 3 are stale, want 1", n)
+	if owner, ok := s.cloneOwner("UPID:new"); !ok || owner != "b" {
+		t.Errorf("cloneOwner of the new clone = %q, %v; want b", owner, ok)
 	}
 }
+
+// waitForClones waits until no clone task runs in the simulator.
+func waitForClones(t *testing.T, sim *proxmoxtest.Simulator) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		running := false
+		for _, task := range sim.Tasks() {
+			running = running || (task.Type == "qmclone" && task.Running)
+		}
+		if !running {
+			return
+		}
+	}
+	t.Error("clone tasks still run after 10s")
+}
+
+// roundTripperFunc adapts a function to an http.RoundTripper.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+// RoundTrip calls f.
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // clonesIn counts the clone tasks the simulator ran.
 func clonesIn(sim *proxmoxtest.Simulator) int {

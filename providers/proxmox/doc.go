@@ -1,9 +1,13 @@
 // Package proxmox is banlieue's Proxmox VE backend: a providersdk.Driver that turns
 // ProxmoxMachines into QEMU VMs cloned from templates on a PVE cluster (or a single
-// node), through PVE's REST API with github.com/luthermonson/go-proxmox.
+// node), through PVE's REST API.
 //
-// It is the only package of banlieue that imports go-proxmox; the provider SDK and the
-// controllers see nothing but the providersdk types.
+// This package is the driver's policy: which VM is a machine's, how it is named, which
+// template it is cloned from and onto which node, which config keys change, when power
+// changes, how VMIDs are allocated, how user data and images get there. Every API
+// call goes through its service layer, package pve, a typed client over
+// github.com/luthermonson/go-proxmox that holds every REST path and classifies PVE's
+// errors; the provider SDK and the controllers see nothing but the providersdk types.
 //
 // # Connection
 //
@@ -76,19 +80,19 @@
 //
 // A VM is a clone of the template onto the failure domain's node (with target when the
 // template is elsewhere, which PVE allows only from shared storage) and, for a full
-// clone, onto the first disk's storage. Its VMID comes from /cluster/nextid, which
+// clone, onto the first disk's storage. Its VMID is the next free one PVE names, which
 // reserves nothing: PVE reserves the VMID when it answers the clone request. So the
-// driver's workers take turns per cluster from nextid until the clone request is
+// driver's workers take turns per cluster from asking for it until the clone request is
 // answered, and never get the same VMID; a clone refused because another client of the
-// cluster took the VMID meanwhile asks again. Once the clone
-// task ends, Update shapes it one step a call: one config update (cores, memory,
-// firmware: bios=ovmf with an efidisk0, machine q35 and pre-enrolled keys for
-// efi-secure; added disks scsiN on their storage class's storage; NIC i on interface
-// i's bridge keeping the template's model and MAC, extra template NICs removed;
-// ipconfigN from the interface's IPAM, dhcp or static, and nameserver; cicustom; the
-// identity tag), then a resize task per disk to grow, then power. CPU, memory and
-// firmware changes wait for the VM to be stopped (ResizeRequiresPowerOff otherwise);
-// disks only grow (DiskShrinkNotSupported otherwise).
+// cluster took the VMID meanwhile asks again. Once the clone task ends, Update shapes
+// it one step a call: one config update (cores, memory, firmware: bios=ovmf with an
+// efidisk0, machine q35 and pre-enrolled keys for efi-secure; added disks scsiN on
+// their storage class's storage; NIC i on interface i's bridge keeping the template's
+// model and MAC, extra template NICs removed; ipconfigN from the interface's IPAM, dhcp
+// or static, and nameserver; cicustom; the identity tag), then a resize task per disk
+// to grow, then power. CPU, memory and firmware changes wait for the VM to be stopped
+// (ResizeRequiresPowerOff otherwise); disks only grow (DiskShrinkNotSupported
+// otherwise).
 //
 // User data reaches the guest as a cloud-init snippet, snippets/banlieue-<uid>.yaml,
 // referenced by cicustom user=<storage>:snippets/<name>; PVE generates the meta-data and
@@ -101,31 +105,32 @@
 //
 // The machine's UID is in the clone's description (a line "banlieue.io/machine-uid:
 // <uid>"), set by the clone request itself, and in the tag banlieue-<uid>, added by the
-// first config update (PVE's clone takes no tags). The VM's name is "<namespace>-<name>"
-// made a DNS label of at most 63 characters (with a hash suffix when it had to change).
-// spec.providerID is proxmox://<cluster>/<vmid>, the cluster's name from
-// /cluster/status, or the Provider's name on a standalone node; status.proxmox holds
-// the node and VMID.
+// first config update (PVE's clone takes no tags). The VM's name is
+// "<namespace>-<name>" made a DNS label of at most 63 characters (with a hash suffix
+// when it had to change). spec.providerID is proxmox://<cluster>/<vmid>, the cluster's
+// name from the cluster's status, or the Provider's name on a standalone node;
+// status.proxmox holds the node and VMID.
 //
-// A VM is found where the machine last saw it, with one call whatever the cluster's
-// size: its config is read (/nodes/<node>/qemu/<vmid>/config) at the node and VMID of,
-// best first, the Observation of the same reconcile (Update), where the session last
-// found it or the clone it started will be, status.proxmox, or spec.providerID's VMID
-// on the machine's node; it is the machine's VM when its description names the
-// machine's UID. Otherwise (nothing recorded, the VM moved to another node, the VMID
-// now another VM's, the VM gone, its node not answering) the cluster is listed with one
-// /cluster/resources?type=vm call and the VM found there by tag or name, confirmed the
-// same way. So a machine reconciled again costs no listing, and a VM that is gone takes
-// one to be sure it did not move. A new machine costs one: the Create that follows
-// Observe in the same reconcile reuses Observe's listing when it is at most two seconds
-// old (and lists the cluster itself otherwise) to check again that the VM does not
-// exist, find the template and see clones in flight. Either way a VM with the tag but another UID is left
-// alone (IdentityMismatch). A clone in flight has neither name nor description (its
-// config holds only lock: clone), so a provider that crashed after starting one cannot
-// recognise it: Create and Delete then wait for any qmclone task of the template started
+// Where a VM is lives in one place, the machine's status.proxmox (node and VMID),
+// written from Observe's details and from Create's, which names the clone's target node
+// and new VMID before the clone ends. A VM is found there with one call whatever the
+// cluster's size: its config is read and it is the machine's VM when its description
+// names the machine's UID. Otherwise (nothing recorded, the VM moved to another node,
+// the VMID now another VM's, the VM gone, its node not answering) the cluster's guests
+// are listed with one call and the VM found there by tag or name, confirmed the same
+// way. So a machine reconciled again costs no listing, and a VM that is gone takes one
+// to be sure it did not move. A new machine costs one: Observe hands its listing (or
+// the VM it found) to the Create, Update or Delete of the same reconcile in
+// Observation.State, and they act on it without reading PVE again. Either way a VM with
+// the tag but another UID is left alone (IdentityMismatch). A clone in flight has
+// neither name nor description (its config holds only lock: clone), so a provider that
+// crashed after starting one cannot recognise it: when Observe does not find the VM and
+// some VM is locked by a clone, it reads the cluster's tasks (one call) and reports any
+// qmclone task of the template (of any template for a machine being deleted) started
 // since the machine was created, other than those the session started for other
-// machines (one /cluster/tasks call, made only while some VM is locked by a clone)
-// instead of cloning again or releasing the machine.
+// machines, as the task in flight; the machine waits for it instead of cloning again or
+// being released. When such a task has ended by then, the VM it made may have been
+// locked and nameless in the listing, so the cluster is listed again.
 //
 // # Power
 //
@@ -136,6 +141,6 @@
 // the UPID as Ref, polled through Observe: running is in flight, an exit status other
 // than OK is a TaskFailed carrying PVE's message. Addresses come from the guest agent;
 // before it answers the VM is WaitingForGuest, not failed. Delete stops the VM when
-// status/current says it runs (paused included), then destroys it with purge=1 and
+// its current status says it runs (paused included), then destroys it with purge=1 and
 // destroy-unreferenced-disks=1.
 package proxmox

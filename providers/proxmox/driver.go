@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"time"
 
@@ -44,12 +45,15 @@ type Driver struct {
 	responseTimeout time.Duration
 	snippets        SnippetWriter
 	cloneAttempts   int
-	// now is the clock that times failed imports and the listings Create reuses; tests
-	// move it.
+	// now is the clock that times failed imports and how long the session remembers
+	// the clones it started; tests move it.
 	now func() time.Time
+	// wrapTransport, when set, wraps the HTTP transport of every session; tests hold
+	// calls back with it.
+	wrapTransport func(http.RoundTripper) http.RoundTripper
 
 	// vmidsMu guards vmids: per cluster, the lock its sessions hold from
-	// /cluster/nextid until the request that takes the VMID is answered.
+	// asking for a free VMID until the request that takes the VMID is answered.
 	vmidsMu sync.Mutex
 	vmids   map[string]chan struct{}
 }
@@ -87,18 +91,6 @@ func NewDriver(opts ...Option) *Driver {
 		o(d)
 	}
 	return d
-}
-
-// Connect checks the Provider's credentials against its PVE API and returns the
-// session. It fails with providersdk.Unreachable when PVE cannot be reached or its
-// certificate not verified, providersdk.Unauthorized when it rejects the credentials,
-// and providersdk.Permanent when the Provider or its Secret is incomplete.
-func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
-	s, err := d.connect(ctx, info)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // vmidLock is the lock of the cluster named key: a channel of one slot, so a worker

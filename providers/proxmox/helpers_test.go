@@ -48,12 +48,12 @@ func infoFor(sim *proxmoxtest.Simulator, p *banlieuev1.Provider) providersdk.Pro
 // connect opens a session to the simulator and closes it when the test ends.
 func connect(t *testing.T, sim *proxmoxtest.Simulator, d *Driver) *session {
 	t.Helper()
-	s, err := d.connect(context.Background(), infoFor(sim, providerFor(sim)))
+	cl, err := d.Connect(context.Background(), infoFor(sim, providerFor(sim)))
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	t.Cleanup(func() { _ = s.Disconnect(context.Background()) })
-	return s
+	t.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
+	return cl.(*session)
 }
 
 // newDriver is a driver that writes snippets into the simulator.
@@ -82,14 +82,12 @@ func newMachine(uid string) *providersdk.Machine {
 }
 
 // settle observes the machine until its task ends, as the reconciler would: the task
-// is recorded with its start time, and cleared when Observe reports none; the
-// Observation's details go to the machine's status.proxmox.
+// in flight (the one given, then the one Observe reports) is recorded with its start
+// time, and cleared when Observe reports none; the Observation's details go to the
+// machine's status.proxmox.
 func settle(t *testing.T, s *session, m *providersdk.Machine, task providersdk.Task) (providersdk.Observation, error) {
 	t.Helper()
-	if task.InFlight() {
-		task.StartedAt = time.Now()
-		m.Task = task
-	}
+	setTask(m, task)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		o, err := s.Observe(context.Background(), m)
@@ -98,8 +96,8 @@ func settle(t *testing.T, s *session, m *providersdk.Machine, task providersdk.T
 			return o, err
 		}
 		record(t, m, o)
+		setTask(m, o.Task)
 		if !o.Task.InFlight() {
-			m.Task = providersdk.Task{}
 			return o, nil
 		}
 		if time.Now().After(deadline) {
@@ -109,16 +107,87 @@ func settle(t *testing.T, s *session, m *providersdk.Machine, task providersdk.T
 	}
 }
 
+// setTask records the task in flight in the machine as the reconciler does in its
+// status.task: with the time it was first recorded, kept while it is the same task.
+func setTask(m *providersdk.Machine, task providersdk.Task) {
+	switch {
+	case !task.InFlight():
+		m.Task = providersdk.Task{}
+	case task.Ref != m.Task.Ref || task.Operation != m.Task.Operation:
+		task.StartedAt = time.Now()
+		m.Task = task
+	}
+}
+
 // record writes what the reconciler writes of an Observation to the machine: its
 // details to status.proxmox and its provider ID to spec.providerID.
 func record(t *testing.T, m *providersdk.Machine, o providersdk.Observation) {
 	t.Helper()
-	if d, ok := o.Details.(*infrav1.ProxmoxStatus); ok && d != nil {
-		setStatusBlock(t, m, *d)
-	}
+	recordDetails(t, m, o.Details)
 	if o.ProviderID != "" {
 		m.Spec.ProviderID = o.ProviderID
 	}
+}
+
+// recordDetails writes an Observation's or a CreateResult's details to the machine's
+// status.proxmox, as the reconciler does.
+func recordDetails(t *testing.T, m *providersdk.Machine, details any) {
+	t.Helper()
+	if d, ok := details.(*infrav1.ProxmoxStatus); ok && d != nil {
+		setStatusBlock(t, m, *d)
+	}
+}
+
+// observeThen is one pass of the reconciler for the machine: Observe (whose details
+// are recorded), then, when no task is in flight and op is due, op handed that
+// Observation: OperationCreate when no VM exists, OperationUpdate when it is not up to
+// date, OperationDelete when it exists. It returns the Observation and the task in
+// flight afterwards, op's or Observe's; Create's details are recorded.
+func observeThen(t *testing.T, s *session, m *providersdk.Machine, op string) (providersdk.Observation, providersdk.Task, error) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := s.Observe(ctx, m)
+	if err != nil {
+		return o, providersdk.Task{}, fmt.Errorf("Observe: %w", err)
+	}
+	record(t, m, o)
+	if o.Task.InFlight() {
+		return o, o.Task, nil
+	}
+	switch {
+	case op == providersdk.OperationCreate && !o.Exists:
+		res, err := s.Create(ctx, m, o)
+		recordDetails(t, m, res.Details)
+		return o, res.Task, err
+	case op == providersdk.OperationUpdate && o.Exists && !o.UpToDate:
+		res, err := s.Update(ctx, m, o)
+		return o, res.Task, err
+	case op == providersdk.OperationDelete && o.Exists:
+		res, err := s.Delete(ctx, m, o)
+		return o, res.Task, err
+	}
+	return o, providersdk.Task{}, nil
+}
+
+// observeCreate is Observe, then Create when no VM exists, as the reconciler does.
+func observeCreate(t *testing.T, s *session, m *providersdk.Machine) (providersdk.Task, error) {
+	t.Helper()
+	_, task, err := observeThen(t, s, m, providersdk.OperationCreate)
+	return task, err
+}
+
+// observeUpdate is Observe, then Update when the VM is not up to date.
+func observeUpdate(t *testing.T, s *session, m *providersdk.Machine) (providersdk.Task, error) {
+	t.Helper()
+	_, task, err := observeThen(t, s, m, providersdk.OperationUpdate)
+	return task, err
+}
+
+// observeDelete is Observe, then Delete when the VM exists.
+func observeDelete(t *testing.T, s *session, m *providersdk.Machine) (providersdk.Task, error) {
+	t.Helper()
+	_, task, err := observeThen(t, s, m, providersdk.OperationDelete)
+	return task, err
 }
 
 // setStatusBlock sets the machine's status.proxmox.
@@ -157,10 +226,11 @@ func reconcile(t *testing.T, s *session, m *providersdk.Machine) (providersdk.Ob
 		var task providersdk.Task
 		switch {
 		case !o.Exists:
-			res, err := s.Create(ctx, m, providersdk.Observation{})
+			res, err := s.Create(ctx, m, o)
 			if err != nil {
 				return o, fmt.Errorf("Create: %w", err)
 			}
+			recordDetails(t, m, res.Details)
 			task = res.Task
 		case !o.UpToDate:
 			res, err := s.Update(ctx, m, o)
@@ -171,8 +241,7 @@ func reconcile(t *testing.T, s *session, m *providersdk.Machine) (providersdk.Ob
 		default:
 			return o, nil
 		}
-		m.Task = task
-		m.Task.StartedAt = time.Now()
+		setTask(m, task)
 	}
 	return providersdk.Observation{}, fmt.Errorf("machine %s did not converge in 30 steps", m.Name)
 }

@@ -3,7 +3,6 @@ package proxmox
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -11,7 +10,7 @@ import (
 )
 
 // ResolveImage resolves the image to its template's "<node>/<vmid>". A Template
-// source's template is found by VMID or by name with one /cluster/resources call; when
+// source's template is found by VMID or by name with one listing of the cluster's guests; when
 // it is missing and the source has importFrom, or for a Url source, the image is
 // imported as a template, one step a call (see importImage).
 func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (providersdk.ImageResult, error) {
@@ -32,14 +31,14 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 	if img.Source.Ref == "" {
 		return providersdk.ImageResult{Reason: banlieuev1.ImageTemplateNotFoundReason, Message: "the image source names no template"}, nil
 	}
-	all, err := s.guests(ctx)
+	all, err := s.api.Resources(ctx)
 	if err != nil {
 		return providersdk.ImageResult{}, err
 	}
 	r, ok := findTemplate(all, img.Source.Ref)
 	switch {
 	case ok:
-		return providersdk.ImageResult{Ready: true, ResolvedRef: r.ref()}, nil
+		return providersdk.ImageResult{Ready: true, ResolvedRef: resolvedRef(r)}, nil
 	case img.Source.ImportFrom != "":
 		return s.importImage(ctx, img, img.Source.Ref)
 	}
@@ -48,6 +47,3 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 		Message: fmt.Sprintf("template %q not found in Proxmox VE cluster %s", img.Source.Ref, s.cluster),
 	}, nil
 }
-
-// ref is a template's resolved reference, "<node>/<vmid>", which machines clone.
-func (r resource) ref() string { return r.Node + "/" + strconv.Itoa(r.VMID) }

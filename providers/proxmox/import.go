@@ -14,6 +14,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
 // Operations of an import's PVE tasks: PVE's task types.
@@ -111,7 +112,7 @@ func (s *session) importStep(ctx context.Context, st *importState, p importPlan)
 		}
 		st.task = providersdk.Task{}
 	}
-	all, err := s.guests(ctx)
+	all, err := s.api.Resources(ctx)
 	if err != nil {
 		return providersdk.ImageResult{}, err
 	}
@@ -119,14 +120,14 @@ func (s *session) importStep(ctx context.Context, st *importState, p importPlan)
 	switch {
 	case err != nil:
 		return providersdk.ImageResult{}, err
-	case vm != nil && vm.Template == 1:
-		return providersdk.ImageResult{Ready: true, ResolvedRef: vm.ref()}, nil
+	case vm != nil && vm.Template:
+		return providersdk.ImageResult{Ready: true, ResolvedRef: resolvedRef(*vm)}, nil
 	case vm != nil && vm.Lock != "":
 		return importing(p, opTemplate), nil
 	case vm != nil:
 		// The VM was made, but whoever made it did not get to convert it.
-		var upid string
-		if err := s.post(ctx, vmPath(vm.Node, vm.VMID, "template"), nil, &upid); err != nil {
+		upid, err := s.api.ConvertToTemplate(ctx, vm.Node, vm.VMID)
+		if err != nil {
 			return providersdk.ImageResult{}, err
 		}
 		st.task = task(upid, opTemplate)
@@ -156,8 +157,8 @@ func (s *session) importStep(ctx context.Context, st *importState, p importPlan)
 // findImported finds the image's template, or the VM on its way to be one: a guest
 // with the plan's name whose description names the image's UID and file. Of several,
 // a template before a VM, then the lowest VMID.
-func (s *session) findImported(ctx context.Context, all []resource, p importPlan) (*resource, error) {
-	var found *resource
+func (s *session) findImported(ctx context.Context, all []pve.Resource, p importPlan) (*pve.Resource, error) {
+	var found *pve.Resource
 	for i, r := range all {
 		if r.Name != p.name {
 			continue
@@ -170,7 +171,7 @@ func (s *session) findImported(ctx context.Context, all []resource, p importPlan
 		if descriptionValue(desc, DescriptionImageUIDKey) != string(p.uid) || descriptionValue(desc, descriptionImageFile) != p.file {
 			continue
 		}
-		if found == nil || r.Template > found.Template || (r.Template == found.Template && r.VMID < found.VMID) {
+		if found == nil || (r.Template && !found.Template) || (r.Template == found.Template && r.VMID < found.VMID) {
 			found = &all[i]
 		}
 	}
@@ -181,29 +182,18 @@ func (s *session) findImported(ctx context.Context, all []resource, p importPlan
 // ended well. PVE downloads to a temporary file and renames it at the end, so a file
 // there is whole.
 func (s *session) hasFile(ctx context.Context, t importTarget, p importPlan) (bool, error) {
-	var vols []struct {
-		VolID string `json:"volid"`
-	}
-	if err := s.get(ctx, "/nodes/"+t.node+"/storage/"+t.storage+"/content", map[string]string{"content": "import"}, &vols); err != nil {
+	vols, err := s.api.Volumes(ctx, t.node, t.storage, pve.VolumeFilter{Content: "import"})
+	if err != nil {
 		return false, err
 	}
-	for _, v := range vols {
-		if v.VolID == p.volid(t.storage) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return slices.Contains(vols, p.volid(t.storage)), nil
 }
 
 // runningDownload finds a download of the plan's file that runs on the node, started
 // by a session that is gone; PVE's download task has the file name as its ID.
 func (s *session) runningDownload(ctx context.Context, t importTarget, p importPlan) (string, error) {
-	var tasks []struct {
-		UPID string `json:"upid"`
-		ID   string `json:"id"`
-	}
-	q := map[string]string{"source": "active", "typefilter": opDownload}
-	if err := s.get(ctx, "/nodes/"+t.node+"/tasks", q, &tasks); err != nil {
+	tasks, err := s.api.RunningTasks(ctx, t.node, opDownload)
+	if err != nil {
 		return "", err
 	}
 	for _, tk := range tasks {
@@ -217,12 +207,10 @@ func (s *session) runningDownload(ctx context.Context, t importTarget, p importP
 // download starts PVE's download of the image into the import storage. PVE checks
 // the checksum before it keeps the file, and fails the task when it differs.
 func (s *session) download(ctx context.Context, t importTarget, p importPlan) (string, error) {
-	params := map[string]any{"url": p.url, "content": "import", "filename": p.file}
-	if p.algo != "" {
-		params["checksum"], params["checksum-algorithm"] = p.sum, p.algo
-	}
-	var upid string
-	if err := s.post(ctx, "/nodes/"+t.node+"/storage/"+t.storage+"/download-url", params, &upid); err != nil {
+	upid, err := s.api.DownloadURL(ctx, t.node, t.storage, pve.Download{
+		URL: p.url, Content: "import", Filename: p.file, Checksum: p.sum, ChecksumAlgorithm: p.algo,
+	})
+	if err != nil {
 		return "", err
 	}
 	ctrl.LoggerFrom(ctx).Info("Downloading image", "VMImage", klog.KRef("", p.image), "url", providersdk.RedactURL(p.url),
@@ -236,8 +224,8 @@ func (s *session) download(ctx context.Context, t importTarget, p importPlan) (s
 // guide prepares cloud images. The next call converts it to a template. A VM being
 // created on the node may be this import's, started by a session that is gone (its
 // config holds nothing but lock: create until it is done), so it is waited for first.
-func (s *session) createTemplate(ctx context.Context, st *importState, t importTarget, p importPlan, all []resource) error {
-	if slices.ContainsFunc(all, func(r resource) bool { return r.Node == t.node && r.Lock == "create" }) {
+func (s *session) createTemplate(ctx context.Context, st *importState, t importTarget, p importPlan, all []pve.Resource) error {
+	if slices.ContainsFunc(all, func(r pve.Resource) bool { return r.Node == t.node && r.Lock == "create" }) {
 		return nil
 	}
 	disk, err := s.templateDisk(ctx, t.node)
@@ -251,9 +239,8 @@ func (s *session) createTemplate(ctx context.Context, st *importState, t importT
 	if len(bridges) == 0 {
 		return fmt.Errorf("node %s has no bridge for the template's NIC", t.node)
 	}
-	upid, err := s.withNewVMID(ctx, func(vmid int) (string, error) {
-		params := map[string]any{
-			"vmid":        vmid,
+	upid, _, err := s.withNewVMID(ctx, func(vmid int) (string, error) {
+		return s.api.CreateVM(ctx, t.node, vmid, map[string]any{
 			"name":        p.name,
 			"description": p.description(),
 			"scsihw":      "virtio-scsi-single",
@@ -265,9 +252,7 @@ func (s *session) createTemplate(ctx context.Context, st *importState, t importT
 			"ostype":      "l26",
 			"serial0":     "socket",
 			"vga":         "serial0",
-		}
-		var upid string
-		return upid, s.post(ctx, "/nodes/"+t.node+"/qemu", params, &upid)
+		})
 	})
 	if err != nil {
 		return err
@@ -304,5 +289,5 @@ func importFailure(err error) string {
 	if errors.As(err, &tf) {
 		return tf.Message
 	}
-	return message(err)
+	return pve.Message(err)
 }

@@ -22,6 +22,7 @@ import (
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
 )
 
@@ -141,10 +142,10 @@ func TestURLImageIsImportedAsATemplateOnce(t *testing.T) {
 		t.Fatalf("ResolveImage = %+v, want ready on %s", res, proxmoxtest.Node1)
 	}
 	vmid, conf := importedConfig(t, sim, res)
-	disk, net := parseProperty(conf["scsi0"]), parseProperty(conf["net0"])
+	disk, net := pve.ParseProperty(conf["scsi0"]), pve.ParseProperty(conf["net0"])
 	got := map[string]string{
 		"template": conf["template"], "name": conf["name"], "agent": conf["agent"], "ide2": conf["ide2"],
-		"disk": disk.first, "size": disk.opts["size"], "bridge": net.opts["bridge"],
+		"disk": disk.First, "size": disk.Opts["size"], "bridge": net.Opts["bridge"],
 		"uid": descriptionValue(conf["description"], DescriptionImageUIDKey),
 	}
 	want := map[string]string{
@@ -308,7 +309,7 @@ func TestChangedChecksumImportsANewTemplate(t *testing.T) {
 	if !res.Ready || res.ResolvedRef == old.ResolvedRef {
 		t.Fatalf("ResolveImage of the new checksum = %+v, want a template other than %s", res, old.ResolvedRef)
 	}
-	if _, conf := importedConfig(t, sim, res); parseProperty(conf["scsi0"]).opts["size"] != "3G" {
+	if _, conf := importedConfig(t, sim, res); pve.ParseProperty(conf["scsi0"]).Opts["size"] != "3G" {
 		t.Errorf("new template's disk is %s, want the new image's 3G", conf["scsi0"])
 	}
 	if n := sim.Requests()[downloadURLRequest]; n != 2 {

@@ -117,14 +117,14 @@ type importTarget struct {
 // parameter (any online node, by name, without one), and the imageStorage parameter
 // or else the node's first storage with the import content type.
 func (s *session) target(ctx context.Context) (importTarget, error) {
-	nodes, err := s.clusterNodes(ctx)
+	nodes, err := s.api.Nodes(ctx)
 	if err != nil {
 		return importTarget{}, err
 	}
 	var online []string
 	for _, n := range nodes {
-		if n.online() {
-			online = append(online, n.Node)
+		if n.Online {
+			online = append(online, n.Name)
 		}
 	}
 	slices.Sort(online)

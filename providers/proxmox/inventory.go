@@ -8,6 +8,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
 // FeatureEFISecureBoot is UEFI Secure Boot, which every PVE node offers: OVMF with
@@ -22,16 +23,12 @@ const LabelNode = "node"
 // that node has. It reads nodes and storages in two cluster-wide calls, then each
 // node's bridges.
 func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) {
-	nodes, err := s.clusterNodes(ctx)
+	nodes, err := s.api.Nodes(ctx)
 	if err != nil {
 		return providersdk.Inventory{}, err
 	}
-	var storages []struct {
-		Node    string `json:"node"`
-		Storage string `json:"storage"`
-		Status  string `json:"status"`
-	}
-	if err := s.get(ctx, "/cluster/resources", map[string]string{"type": "storage"}, &storages); err != nil {
+	storages, err := s.api.StorageResources(ctx)
+	if err != nil {
 		return providersdk.Inventory{}, err
 	}
 	if err := s.checkNodeParameter(nodes); err != nil {
@@ -39,31 +36,31 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 	}
 	out := providersdk.Inventory{FailureDomains: []banlieuev1.FailureDomain{}}
 	for _, n := range nodes {
-		if !n.online() || (len(s.nodes) > 0 && !slices.Contains(s.nodes, n.Node)) {
+		if !n.Online || (len(s.nodes) > 0 && !slices.Contains(s.nodes, n.Name)) {
 			continue
 		}
-		bridges, err := s.bridges(ctx, n.Node)
+		bridges, err := s.api.Bridges(ctx, n.Name)
 		if err != nil {
 			return providersdk.Inventory{}, err
 		}
 		has := map[string]map[string]bool{targetStorage: {}, targetBridge: {}}
 		for _, st := range storages {
-			if st.Node == n.Node && st.Status == "available" {
+			if st.Node == n.Name && st.Available {
 				has[targetStorage][st.Storage] = true
 			}
 		}
 		for _, b := range bridges {
 			has[targetBridge][b] = true
 		}
-		out.FailureDomains = append(out.FailureDomains, s.describe(n.Node, has))
+		out.FailureDomains = append(out.FailureDomains, s.describe(n.Name, has))
 	}
 	if len(out.FailureDomains) == 0 {
 		// Placement takes a Provider without failure domains as one unnamed domain, for
 		// providers that report none; a VM placed there would fail for want of a node.
 		var offline []string
 		for _, n := range nodes {
-			if len(s.nodes) == 0 || slices.Contains(s.nodes, n.Node) {
-				offline = append(offline, n.Node)
+			if len(s.nodes) == 0 || slices.Contains(s.nodes, n.Name) {
+				offline = append(offline, n.Name)
 			}
 		}
 		slices.Sort(offline)
@@ -79,16 +76,16 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 // checkNodeParameter fails when the Provider's node parameter names nodes and none of
 // them is a node of the cluster, which is a mistake in the Provider, not an outage:
 // a misspelt node would otherwise leave the Provider with no failure domain.
-func (s *session) checkNodeParameter(nodes []clusterNode) error {
+func (s *session) checkNodeParameter(nodes []pve.Node) error {
 	if len(s.nodes) == 0 {
 		return nil
 	}
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
-		if slices.Contains(s.nodes, n.Node) {
+		if slices.Contains(s.nodes, n.Name) {
 			return nil
 		}
-		names = append(names, n.Node)
+		names = append(names, n.Name)
 	}
 	slices.Sort(names)
 	return fmt.Errorf("spec.parameters.%s %q names no node of Proxmox VE cluster %s; its nodes are %s",
@@ -99,8 +96,8 @@ func (s *session) checkNodeParameter(nodes []clusterNode) error {
 // no storage or bridge key is available everywhere) and the features.
 func (s *session) describe(node string, has map[string]map[string]bool) banlieuev1.FailureDomain {
 	attrs := banlieuev1.FailureDomainAttributes{
-		AvailableStorageClasses: available(s.storageClasses, targetStorage, has),
-		AvailableNetworkClasses: available(s.networkClasses, targetBridge, has),
+		AvailableStorageClasses: providersdk.AvailableClasses(s.storageClasses, targetOn(targetStorage, has)),
+		AvailableNetworkClasses: providersdk.AvailableClasses(s.networkClasses, targetOn(targetBridge, has)),
 		Features:                []string{FeatureEFISecureBoot},
 		Raw:                     map[string]string{LabelNode: node},
 	}
@@ -112,15 +109,13 @@ func (s *session) describe(node string, has map[string]map[string]bool) banlieue
 	return banlieuev1.FailureDomain{Name: node, Labels: map[string]string{LabelNode: node}, Attributes: attrs}
 }
 
-// available lists the classes whose target under key the node has.
-func available(classes []classTarget, key string, has map[string]map[string]bool) []string {
-	out := []string{}
-	for _, c := range classes {
-		if name, ok := c.target[key]; !ok || has[key][name] {
-			out = append(out, c.name)
-		}
+// targetOn tells whether a class's target under key (a storage, a bridge) is among
+// the node's: a target without the key is everywhere.
+func targetOn(key string, has map[string]map[string]bool) func(target map[string]string) bool {
+	return func(target map[string]string) bool {
+		name, ok := target[key]
+		return !ok || has[key][name]
 	}
-	return out
 }
 
 // pickStorage is param, the Provider's choice, when set, else the node's first
@@ -130,56 +125,28 @@ func (s *session) pickStorage(ctx context.Context, node, content, param string, 
 	if param != "" {
 		return param, nil
 	}
-	var storages []struct {
-		Storage string `json:"storage"`
-		Shared  int    `json:"shared"`
-	}
-	if err := s.get(ctx, "/nodes/"+node+"/storage", map[string]string{"content": content, "enabled": "1"}, &storages); err != nil {
-		return "", s.refused("list the storages of node "+node, err)
+	storages, err := s.api.Storages(ctx, node, content)
+	if err != nil {
+		return "", pve.Refused("list the storages of node "+node, err)
 	}
 	if len(storages) == 0 {
 		return "", nil
 	}
 	best := storages[0]
-	for _, st := range storages {
-		if preferShared && st.Shared > best.Shared {
-			best = st
-			break
+	if preferShared && !best.Shared {
+		if i := slices.IndexFunc(storages, func(st pve.Storage) bool { return st.Shared }); i >= 0 {
+			best = storages[i]
 		}
 	}
-	return best.Storage, nil
+	return best.Name, nil
 }
 
-// bridges lists a node's Linux and OVS bridges by name.
+// bridges lists a node's Linux and OVS bridges, by name.
 func (s *session) bridges(ctx context.Context, node string) ([]string, error) {
-	var ifaces []struct {
-		Iface string `json:"iface"`
-	}
-	if err := s.get(ctx, "/nodes/"+node+"/network", map[string]string{"type": "any_bridge"}, &ifaces); err != nil {
+	names, err := s.api.Bridges(ctx, node)
+	if err != nil {
 		return nil, err
-	}
-	names := make([]string, 0, len(ifaces))
-	for _, i := range ifaces {
-		names = append(names, i.Iface)
 	}
 	slices.Sort(names)
 	return names, nil
-}
-
-// clusterNode is a node as /cluster/resources lists it.
-type clusterNode struct {
-	Node   string `json:"node"`
-	Status string `json:"status"`
-}
-
-// online reports whether the cluster sees the node online.
-func (n clusterNode) online() bool { return n.Status == "online" }
-
-// clusterNodes lists the cluster's nodes in one call.
-func (s *session) clusterNodes(ctx context.Context) ([]clusterNode, error) {
-	var nodes []clusterNode
-	if err := s.get(ctx, "/cluster/resources", map[string]string{"type": "node"}, &nodes); err != nil {
-		return nil, err
-	}
-	return nodes, nil
 }

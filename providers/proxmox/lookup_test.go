@@ -3,17 +3,18 @@ package proxmox
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
 )
 
@@ -54,19 +55,19 @@ func (c *callCounter) since(t *testing.T) int {
 	return n
 }
 
-// deleteAll calls Delete and settles its tasks until it starts none, failing the test on
-// an error.
+// deleteAll observes the machine and deletes its VM, settling each task Delete
+// starts, until no VM is left, failing the test on an error.
 func deleteAll(t *testing.T, s *session, m *providersdk.Machine) {
 	t.Helper()
 	for range 10 {
-		res, err := s.Delete(context.Background(), m, providersdk.Observation{})
+		task, err := observeDelete(t, s, m)
 		if err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
-		if !res.Task.InFlight() {
+		if !task.InFlight() {
 			return
 		}
-		if _, err := settle(t, s, m, res.Task); err != nil {
+		if _, err := settle(t, s, m, task); err != nil {
 			t.Fatalf("Observe: %v", err)
 		}
 	}
@@ -83,16 +84,16 @@ func noVMs(t *testing.T, sim *proxmoxtest.Simulator) {
 	}
 }
 
-// A machine that knows where its VM is is reconciled without listing the cluster: its
-// VM's config is read where status.proxmox (or spec.providerID) says, by a new session
-// that has never seen the machine, through Observe, Update and Delete.
+// A machine whose status says where its VM is is reconciled without listing the
+// cluster: its VM's config is read where status.proxmox says, by a new session that has
+// never seen the machine, through Observe, Update and Delete.
 func TestRecordedLocationIsReadWithoutListing(t *testing.T) {
 	sim := proxmoxtest.Start(t)
 	ctx := context.Background()
 	m := newMachine("a1b2c3d4-0000-4000-8000-00000000000a")
 	converge(t, connect(t, sim, newDriver(sim)), m)
 	vm := theVM(t, sim)
-	if got := statusBlock(m); got != (infrav1.ProxmoxStatus{Node: proxmoxtest.Node1, VMID: int32(vm.VMID)}) {
+	if got := recordedLocation(m); got != (location{node: proxmoxtest.Node1, vmid: vm.VMID}) {
 		t.Fatalf("status.proxmox = %+v, want pve1/%d", got, vm.VMID)
 	}
 
@@ -107,8 +108,8 @@ func TestRecordedLocationIsReadWithoutListing(t *testing.T) {
 		t.Errorf("Observe listed the cluster %d times, want 0", n)
 	}
 
-	// Update reads the VM where Observe found it; suspending, then powering off again,
-	// takes an Update and an Observe per step.
+	// Update acts on the VM Observe found; suspending, then powering off again, takes
+	// an Update and an Observe per step.
 	m.Spec.PowerState = banlieuev1.PowerStateSuspended
 	if o := converge(t, s, m); o.PowerState != banlieuev1.PowerStateSuspended {
 		t.Fatalf("power state %s, want Suspended", o.PowerState)
@@ -117,40 +118,47 @@ func TestRecordedLocationIsReadWithoutListing(t *testing.T) {
 		t.Errorf("reconciling a power change listed the cluster %d times, want 0", n)
 	}
 
-	// Only spec.providerID and the failure domain: a machine whose status was lost.
+	// A machine whose status was lost (spec.providerID is no location) is found by
+	// listing once; once the details Observe reports are recorded, the next Observe
+	// reads the VM where they say.
 	unstructured.RemoveNestedField(m.Object.Object, "status", "proxmox")
-	if got := statusBlock(m); got.VMID != 0 {
-		t.Fatalf("status.proxmox still there: %+v", got)
-	}
 	s = connect(t, sim, newDriver(sim))
+	o, err = s.Observe(ctx, m)
+	if err != nil || !o.Exists {
+		t.Fatalf("Observe without status.proxmox = %+v, %v; want the VM", o, err)
+	}
+	if n := lists.since(t); n != 1 {
+		t.Errorf("Observe without status.proxmox listed the cluster %d times, want 1", n)
+	}
+	record(t, m, o)
 	if o, err := s.Observe(ctx, m); err != nil || !o.Exists {
-		t.Fatalf("Observe by spec.providerID = %+v, %v; want the VM", o, err)
+		t.Fatalf("Observe = %+v, %v; want the VM", o, err)
 	}
 	if n := lists.since(t); n != 0 {
-		t.Errorf("Observe by spec.providerID listed the cluster %d times, want 0", n)
+		t.Errorf("Observe after the details were recorded listed the cluster %d times, want 0", n)
 	}
 
 	// Delete stops the paused VM (status/current, not the listing, says it runs) and
 	// destroys it; every call before the VM is gone reads it directly.
-	res, err := s.Delete(ctx, m, providersdk.Observation{})
-	if err != nil || !res.Task.InFlight() {
-		t.Fatalf("Delete of the paused VM = %+v, %v; want the stop task", res, err)
+	task, err := observeDelete(t, s, m)
+	if err != nil || !task.InFlight() {
+		t.Fatalf("Delete of the paused VM = %+v, %v; want the stop task", task, err)
 	}
-	if _, err := settle(t, s, m, res.Task); err != nil {
+	if _, err := settle(t, s, m, task); err != nil {
 		t.Fatal(err)
 	}
 	if got := theVM(t, sim); got.Status != "stopped" {
 		t.Fatalf("VM is %s after the stop task, want stopped", got.Status)
 	}
-	if res, err = s.Delete(ctx, m, providersdk.Observation{}); err != nil || !res.Task.InFlight() {
-		t.Fatalf("Delete of the stopped VM = %+v, %v; want the destroy task", res, err)
+	if task, err = observeDelete(t, s, m); err != nil || !task.InFlight() {
+		t.Fatalf("Delete of the stopped VM = %+v, %v; want the destroy task", task, err)
 	}
 	if n := lists.since(t); n != 0 {
 		t.Errorf("deleting listed the cluster %d times while the VM existed, want 0", n)
 	}
 	// Once the VM is gone, where it was tells nothing: it might have moved, so the
 	// cluster is listed to be sure it is gone.
-	if o, err := settle(t, s, m, res.Task); err != nil || o.Exists {
+	if o, err := settle(t, s, m, task); err != nil || o.Exists {
 		t.Fatalf("Observe after the destroy task = %+v, %v; want no VM", o, err)
 	}
 	noVMs(t, sim)
@@ -172,7 +180,8 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 		m := newMachine("b2c3d4e5-0000-4000-8000-00000000000b")
 		converge(t, connect(t, sim, newDriver(sim)), m)
 		vm := theVM(t, sim)
-		setStatusBlock(t, m, infrav1.ProxmoxStatus{Node: proxmoxtest.Node2, VMID: int32(vm.VMID)})
+		stale := infrav1.ProxmoxStatus{Node: proxmoxtest.Node2, VMID: int32(vm.VMID)}
+		setStatusBlock(t, m, stale)
 
 		s := connect(t, sim, newDriver(sim))
 		lists := countCalls(sim, listOp)
@@ -186,27 +195,29 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 		if n := lists.since(t); n != 1 {
 			t.Errorf("Observe listed the cluster %d times, want 1", n)
 		}
-		// The session now knows where the VM is, even before the status is written.
-		if _, err := s.Observe(ctx, m); err != nil {
-			t.Fatal(err)
+		record(t, m, o) // as the reconciler writes them, after the Update that follows
+
+		// Update acts on the VM of the Observation it is handed, which Observe found in
+		// the listing: it neither follows the stale record nor looks again.
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+		res, err := s.Update(ctx, m, o)
+		if err != nil || !res.Task.InFlight() {
+			t.Fatalf("Update with the Observation of the stale record = %+v, %v; want the shutdown task", res, err)
 		}
 		if n := lists.since(t); n != 0 {
-			t.Errorf("the next Observe listed the cluster %d times, want 0", n)
-		}
-
-		// Update given an Observation that is out of date looks again.
-		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
-		stale := providersdk.Observation{Exists: true, Details: &infrav1.ProxmoxStatus{Node: proxmoxtest.Node2, VMID: int32(vm.VMID)}}
-		res, err := connect(t, sim, newDriver(sim)).Update(ctx, m, stale)
-		if err != nil || !res.Task.InFlight() {
-			t.Fatalf("Update with a stale Observation = %+v, %v; want the shutdown task", res, err)
+			t.Errorf("Update listed the cluster %d times, want 0", n)
 		}
 		if _, err := settle(t, s, m, res.Task); err != nil {
 			t.Fatal(err)
 		}
 
+		// Once the details Observe reported are recorded, the VM is read there.
+		if n := lists.since(t); n != 0 {
+			t.Errorf("observing the shutdown listed the cluster %d times, want 0", n)
+		}
+
 		// A new session deleting by the stale record deletes the VM: no orphan.
-		setStatusBlock(t, m, infrav1.ProxmoxStatus{Node: proxmoxtest.Node2, VMID: int32(vm.VMID)})
+		setStatusBlock(t, m, stale)
 		deleteAll(t, connect(t, sim, newDriver(sim)), m)
 		noVMs(t, sim)
 		if o, err := connect(t, sim, newDriver(sim)).Observe(ctx, m); err != nil || o.Exists {
@@ -220,13 +231,13 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 		mine, other := newMachine("c3d4e5f6-0000-4000-8000-00000000000c"), newMachine("d4e5f607-0000-4000-8000-00000000000d")
 		converge(t, s, mine)
 		converge(t, s, other)
-		setStatusBlock(t, mine, statusBlock(other))
+		setStatusBlock(t, mine, statusOf(t, other))
 
 		o, err := connect(t, sim, newDriver(sim)).Observe(ctx, mine)
 		if err != nil || !o.Exists {
 			t.Fatalf("Observe = %+v, %v; want the machine's VM", o, err)
 		}
-		if got, want := o.Details.(*infrav1.ProxmoxStatus).VMID, statusBlock(other).VMID; got == want {
+		if got, want := o.Details.(*infrav1.ProxmoxStatus).VMID, statusOf(t, other).VMID; got == want {
 			t.Errorf("Observe reports the other machine's VM %d", got)
 		}
 	})
@@ -236,9 +247,9 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 		s := connect(t, sim, newDriver(sim))
 		mine, other := newMachine("e5f60718-0000-4000-8000-00000000000e"), newMachine("f6071829-0000-4000-8000-00000000000f")
 		converge(t, s, other)
-		loc := statusBlock(other)
+		loc := statusOf(t, other)
 		tags := TagPrefix + string(other.UID) + ";" + TagPrefix + string(mine.UID)
-		if err := s.put(ctx, vmPath(loc.Node, int(loc.VMID), "config"), map[string]any{"tags": tags}, nil); err != nil {
+		if err := s.api.SetConfig(ctx, loc.Node, int(loc.VMID), pve.ConfigChange{Set: map[string]any{"tags": tags}}); err != nil {
 			t.Fatal(err)
 		}
 		setStatusBlock(t, mine, loc)
@@ -255,9 +266,8 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 		m := newMachine("0718293a-0000-4000-8000-000000000010")
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
 		converge(t, s, m)
-		loc := statusBlock(m)
-		var upid string
-		if err := s.del(ctx, vmPath(loc.Node, int(loc.VMID)), map[string]string{"purge": "1"}, &upid); err != nil {
+		loc := statusOf(t, m)
+		if _, err := s.api.Delete(ctx, loc.Node, int(loc.VMID), pve.DeleteOptions{Purge: true}); err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -269,44 +279,70 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 			}
 		}
 		s = connect(t, sim, newDriver(sim))
-		if o, err := s.Observe(ctx, m); err != nil || o.Exists {
+		o, err := s.Observe(ctx, m)
+		if err != nil || o.Exists {
 			t.Fatalf("Observe = %+v, %v; want no VM", o, err)
 		}
-		if res, err := s.Delete(ctx, m, providersdk.Observation{}); err != nil || res.Task.InFlight() {
+		if res, err := s.Delete(ctx, m, o); err != nil || res.Task.InFlight() {
 			t.Fatalf("Delete = %+v, %v; want done", res, err)
 		}
 	})
 
-	t.Run("Delete with a recorded place that is gone waits for a clone in flight", func(t *testing.T) {
+	t.Run("a machine deleted with a recorded place that is gone waits for a clone in flight", func(t *testing.T) {
 		sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
 			o.TaskDelays = map[string]time.Duration{"qmclone": 500 * time.Millisecond}
 		})
 		m := newMachine("18293a4b-0000-4000-8000-000000000011")
-		res, err := connect(t, sim, newDriver(sim)).Create(ctx, m, providersdk.Observation{})
-		if err != nil || !res.Task.InFlight() {
-			t.Fatalf("Create = %+v, %v", res, err)
+		clone, err := observeCreate(t, connect(t, sim, newDriver(sim)), m)
+		if err != nil || !clone.InFlight() {
+			t.Fatalf("Create = %+v, %v", clone, err)
 		}
 		// The provider dies before it records the clone; the machine names a VMID that
-		// is not (yet) there.
+		// is not (yet) there, and is deleted.
 		setStatusBlock(t, m, infrav1.ProxmoxStatus{Node: proxmoxtest.Node1, VMID: 4242})
-		_, err = connect(t, sim, newDriver(sim)).Delete(ctx, m, providersdk.Observation{})
-		var inFlight *providersdk.InFlightError
-		if !errors.As(err, &inFlight) || inFlight.Task.Ref != res.Task.Ref {
-			t.Fatalf("Delete mid-clone = %v; want to wait for clone %s", err, res.Task.Ref)
+		now := metav1.Now()
+		m.Object.SetDeletionTimestamp(&now)
+		o, task, err := observeThen(t, connect(t, sim, newDriver(sim)), m, providersdk.OperationDelete)
+		if err != nil || !o.Exists || task.Ref != clone.Ref {
+			t.Fatalf("Observe mid-clone = %+v, task %+v, %v; want to wait for clone %s", o, task, err, clone.Ref)
 		}
 	})
+}
 
-	t.Run("a provider ID of another cluster is not followed", func(t *testing.T) {
-		sim := proxmoxtest.Start(t)
-		s := connect(t, sim, newDriver(sim))
-		m := newMachine("293a4b5c-0000-4000-8000-000000000012")
-		m.Spec.ProviderID = "proxmox://elsewhere/" + strconv.Itoa(proxmoxtest.TemplateVMID)
-		if loc := s.lastLocation(m, nil); loc.known() {
-			t.Errorf("lastLocation = %+v, want none", loc)
-		}
-		m.Spec.ProviderID = "proxmox://" + proxmoxtest.Cluster + "/123"
-		if loc := s.lastLocation(m, nil); loc != (location{node: proxmoxtest.Node1, vmid: 123}) {
-			t.Errorf("lastLocation = %+v, want pve1/123", loc)
-		}
-	})
+// Where a machine's VM is lives in its status.proxmox alone, which Observe's and
+// Create's details fill: spec.providerID and the failure domain are no location.
+func TestRecordedLocationIsTheStatusBlock(t *testing.T) {
+	tests := []struct {
+		name   string
+		status *infrav1.ProxmoxStatus
+		want   location
+	}{
+		{name: "a machine with status.proxmox is where it says", status: &infrav1.ProxmoxStatus{Node: proxmoxtest.Node2, VMID: 123},
+			want: location{node: proxmoxtest.Node2, vmid: 123}},
+		{name: "a machine with a provider ID but no status.proxmox has no location"},
+		{name: "a status.proxmox without a VMID is no location", status: &infrav1.ProxmoxStatus{Node: proxmoxtest.Node1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMachine("293a4b5c-0000-4000-8000-000000000012")
+			m.Spec.ProviderID = "proxmox://" + proxmoxtest.Cluster + "/123"
+			if tt.status != nil {
+				setStatusBlock(t, m, *tt.status)
+			}
+			got := recordedLocation(m)
+			if got.known() != tt.want.known() || (got.known() && got != tt.want) {
+				t.Errorf("recordedLocation = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// statusOf reads the machine's status.proxmox.
+func statusOf(t *testing.T, m *providersdk.Machine) infrav1.ProxmoxStatus {
+	t.Helper()
+	var st infrav1.ProxmoxStatus
+	if err := m.StatusField("proxmox", &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

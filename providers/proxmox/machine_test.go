@@ -8,13 +8,18 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
 )
+
+// ignoreState leaves out Observation.State, the driver's own record, from comparisons.
+var ignoreState = cmpopts.IgnoreFields(providersdk.Observation{}, "State")
 
 // theVM returns the one VM that is not a template, failing unless there is exactly one.
 func theVM(t *testing.T, sim *proxmoxtest.Simulator) proxmoxsim.VMState {
@@ -43,8 +48,8 @@ func pick(conf map[string]string, keys ...string) map[string]string {
 // sizes are the sizes of a config's disks in bus order.
 func sizes(conf map[string]string) []int64 {
 	var out []int64
-	for _, k := range config(conf).diskKeys() {
-		out = append(out, diskGiB(conf[k]))
+	for _, k := range pve.Config(conf).DiskKeys() {
+		out = append(out, pve.DiskGiB(conf[k]))
 	}
 	return out
 }
@@ -78,21 +83,21 @@ func TestMachineLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(providersdk.Observation{}, o); diff != "" {
+		if diff := cmp.Diff(providersdk.Observation{}, o, ignoreState); diff != "" {
 			t.Errorf("Observe (-want +got):\n%s", diff)
 		}
 	})
 
 	var vmid int
 	t.Run("Create returns the clone's UPID, and the VM ends shaped by the machine and running", func(t *testing.T) {
-		res, err := s.Create(ctx, m, providersdk.Observation{})
+		task, err := observeCreate(t, s, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(res.Task.Ref, "UPID:pve1:") || !strings.Contains(res.Task.Ref, ":qmclone:") || res.Task.Operation != providersdk.OperationClone {
-			t.Fatalf("Create task = %+v, want a qmclone UPID", res.Task)
+		if !strings.HasPrefix(task.Ref, "UPID:pve1:") || !strings.Contains(task.Ref, ":qmclone:") || task.Operation != providersdk.OperationClone {
+			t.Fatalf("Create task = %+v, want a qmclone UPID", task)
 		}
-		m.Task = res.Task
+		setTask(m, task)
 		m.UserData = nil // the SDK reads user data only before Create
 		o := converge(t, s, m)
 		vm := theVM(t, sim)
@@ -105,7 +110,7 @@ func TestMachineLifecycle(t *testing.T) {
 			Details:         &infrav1.ProxmoxStatus{Node: proxmoxtest.Node1, VMID: int32(vmid)},
 			WaitingForGuest: true,
 		}
-		if diff := cmp.Diff(want, o); diff != "" {
+		if diff := cmp.Diff(want, o, ignoreState); diff != "" {
 			t.Errorf("Observe after converging (-want +got):\n%s", diff)
 		}
 		snippet := "local:snippets/banlieue-" + uid + ".yaml"
@@ -128,7 +133,7 @@ func TestMachineLifecycle(t *testing.T) {
 		if !strings.Contains(vm.Config["efidisk0"], "pre-enrolled-keys=1") {
 			t.Errorf("efidisk0 = %q, want Secure Boot keys pre-enrolled", vm.Config["efidisk0"])
 		}
-		bridges := []string{parseProperty(vm.Config["net0"]).opts["bridge"], parseProperty(vm.Config["net1"]).opts["bridge"]}
+		bridges := []string{pve.ParseProperty(vm.Config["net0"]).Opts["bridge"], pve.ParseProperty(vm.Config["net1"]).Opts["bridge"]}
 		if diff := cmp.Diff([]string{"vmbr1", "vmbr0"}, bridges); diff != "" {
 			t.Errorf("NIC bridges (-want +got):\n%s", diff)
 		}
@@ -144,7 +149,11 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Create on the existing VM succeeds without a second clone", func(t *testing.T) {
-		res, err := s.Create(ctx, m, providersdk.Observation{})
+		o, err := s.Observe(ctx, m)
+		if err != nil || !o.Exists {
+			t.Fatalf("Observe = %+v, %v; want the VM", o, err)
+		}
+		res, err := s.Create(ctx, m, o)
 		if err != nil || res.Task.InFlight() {
 			t.Fatalf("Create = %+v, %v; want no task and no error", res, err)
 		}
@@ -202,7 +211,7 @@ func TestMachineLifecycle(t *testing.T) {
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
 		converge(t, s, m)
 		m.Spec.Hardware.CPUs = 12
-		_, err := s.Update(ctx, m, providersdk.Observation{})
+		_, err := observeUpdate(t, s, m)
 		if msg := wantErr(providersdk.IsPermanent, "changing CPUs from 8 to 12 needs VM", "")(err); msg != "" {
 			t.Error(msg)
 		}
@@ -210,23 +219,12 @@ func TestMachineLifecycle(t *testing.T) {
 	})
 
 	t.Run("Delete stops the VM and destroys it with its disks and snippet", func(t *testing.T) {
-		for range 10 {
-			res, err := s.Delete(ctx, m, providersdk.Observation{})
-			if err != nil {
-				t.Fatalf("Delete: %v", err)
-			}
-			if !res.Task.InFlight() {
-				break
-			}
-			if _, err := settle(t, s, m, res.Task); err != nil {
-				t.Fatalf("Observe: %v", err)
-			}
-		}
+		deleteAll(t, s, m)
 		if _, ok := sim.VM(vmid); ok {
 			t.Fatalf("VM %d still exists", vmid)
 		}
-		var vols []map[string]any
-		if err := s.get(ctx, "/nodes/pve1/storage/local-lvm/content", map[string]string{"vmid": strconv.Itoa(vmid)}, &vols); err != nil {
+		vols, err := s.api.Volumes(ctx, proxmoxtest.Node1, proxmoxtest.Storage, pve.VolumeFilter{VMID: vmid})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if len(vols) != 0 {

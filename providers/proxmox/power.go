@@ -10,47 +10,38 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
-// Update brings the VM in line with the spec, one step a call: the config (one
-// synchronous update; changes to CPUs, memory or firmware only while the VM is
-// stopped), then each disk to grow (a resize task), then power (a task). The reconciler
-// observes after each step and calls again until the VM is up to date. The VM is read
-// where obs, Observe's report of this reconcile, found it (its Details), without
-// listing the cluster again unless it has moved since.
+// Update brings the VM Observe found in line with the spec, one step a call: the
+// config (one synchronous update; changes to CPUs, memory or firmware only while the
+// VM is stopped), then each disk to grow (a resize task), then power (a task). The
+// reconciler observes after each step and calls again until the VM is up to date.
 func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.UpdateResult, error) {
-	vm, err := s.findVM(ctx, m, &obs)
-	if err != nil || vm == nil {
+	st, err := stateOf(obs, "update")
+	if err != nil || st.vm == nil {
 		return providersdk.UpdateResult{}, err
 	}
+	vm := st.vm
 	if vm.Lock != "" {
-		return providersdk.UpdateResult{}, providersdk.InFlight("update", "")
+		return providersdk.UpdateResult{}, providersdk.InFlight(providersdk.OperationUpdate, "")
 	}
-	ch, err := s.changes(ctx, m, vm)
+	ch, err := s.changes(m, vm)
 	if err != nil {
 		return providersdk.UpdateResult{}, err
 	}
-	have, err := s.powerState(ctx, vm)
-	if err != nil {
-		return providersdk.UpdateResult{}, err
-	}
-	want := desiredPower(m)
+	have, want := st.power, m.DesiredPower()
 	if len(ch.set) > 0 || len(ch.del) > 0 {
 		if len(ch.offline) > 0 && have != banlieuev1.PowerStatePoweredOff {
 			if want != banlieuev1.PowerStatePoweredOff {
 				return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineResizeRequiresPowerOffReason,
-					"changing %s needs VM %d stopped; set the VM's desiredPowerState to PoweredOff, then back", joinChanges(ch.offline), vm.VMID)
+					"changing %s needs VM %d stopped; set the VM's desiredPowerState to PoweredOff, then back", joinPhrases(ch.offline), vm.VMID)
 			}
 			return s.setPower(ctx, vm, have, want)
 		}
-		params := map[string]any{}
-		maps.Copy(params, ch.set)
-		if len(ch.del) > 0 {
-			params["delete"] = strings.Join(ch.del, ",")
-		}
-		params["digest"] = vm.conf["digest"]
-		if err := s.put(ctx, vmPath(vm.Node, vm.VMID, "config"), params, nil); err != nil {
-			return providersdk.UpdateResult{}, s.refused("update the config of VM "+strconv.Itoa(vm.VMID), err)
+		change := pve.ConfigChange{Set: ch.set, Delete: ch.del, Digest: vm.conf["digest"]}
+		if err := s.api.SetConfig(ctx, vm.Node, vm.VMID, change); err != nil {
+			return providersdk.UpdateResult{}, pve.Refused("update the config of VM "+strconv.Itoa(vm.VMID), err)
 		}
 		return providersdk.UpdateResult{}, nil
 	}
@@ -58,10 +49,9 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 	// grows the next one.
 	if disks := slices.Sorted(maps.Keys(ch.grow)); len(disks) > 0 {
 		disk := disks[0]
-		var upid string
-		err := s.put(ctx, vmPath(vm.Node, vm.VMID, "resize"), map[string]any{"disk": disk, "size": strconv.FormatInt(ch.grow[disk], 10) + "G"}, &upid)
+		upid, err := s.api.Resize(ctx, vm.Node, vm.VMID, disk, ch.grow[disk])
 		if err != nil {
-			return providersdk.UpdateResult{}, s.refused("grow disk "+disk+" of VM "+strconv.Itoa(vm.VMID), err)
+			return providersdk.UpdateResult{}, pve.Refused("grow disk "+disk+" of VM "+strconv.Itoa(vm.VMID), err)
 		}
 		return providersdk.UpdateResult{Task: task(upid, providersdk.OperationUpdate)}, nil
 	}
@@ -70,35 +60,42 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 
 // setPower starts the power transition from have to want. Powering off asks the guest
 // to shut down and has PVE stop the VM when it has not within the shutdown timeout
-// (shutdown with forceStop), in one task; suspending pauses the VM in memory.
+// (shutdown with forceStop), in one task: PVE times the wait, not the driver.
+// Suspending pauses the VM in memory.
 func (s *session) setPower(ctx context.Context, vm *vmState, have, want banlieuev1.PowerState) (providersdk.UpdateResult, error) {
-	var action string
-	params := map[string]any{}
+	var (
+		action string
+		upid   string
+		err    error
+	)
 	switch {
 	case have == want:
 		return providersdk.UpdateResult{}, nil
 	case want == banlieuev1.PowerStatePoweredOff:
 		action = "shutdown"
-		params["timeout"] = int(s.driver.shutdownTimeout.Seconds())
-		params["forceStop"] = 1
+		upid, err = s.api.Shutdown(ctx, vm.Node, vm.VMID, s.driver.shutdownTimeout, true)
 	case have == banlieuev1.PowerStateSuspended:
 		action = "resume"
+		upid, err = s.api.Resume(ctx, vm.Node, vm.VMID)
 	case have == banlieuev1.PowerStatePoweredOff:
 		action = "start" // and, for Suspended, suspend on the next call
+		upid, err = s.api.Start(ctx, vm.Node, vm.VMID)
 	default:
 		action = "suspend"
+		upid, err = s.api.Suspend(ctx, vm.Node, vm.VMID)
 	}
-	var upid string
-	if err := s.post(ctx, vmPath(vm.Node, vm.VMID, "status", action), params, &upid); err != nil {
-		return providersdk.UpdateResult{}, s.refused(action+" VM "+strconv.Itoa(vm.VMID), err)
+	if err != nil {
+		return providersdk.UpdateResult{}, pve.Refused(action+" VM "+strconv.Itoa(vm.VMID), err)
 	}
 	return providersdk.UpdateResult{Task: task(upid, providersdk.OperationUpdate)}, nil
 }
 
-// joinChanges joins change descriptions for a message.
-func joinChanges(changes []string) string {
-	if len(changes) < 2 {
-		return strings.Join(changes, "")
+// joinPhrases joins the descriptions of the changes that need the VM stopped, as
+// providersdk.DescribeChanges joins hardware changes: "a", "a and b", "a, b and c".
+// The firmware and machine-type changes among them are no HardwareChange.
+func joinPhrases(phrases []string) string {
+	if len(phrases) < 2 {
+		return strings.Join(phrases, "")
 	}
-	return strings.Join(changes[:len(changes)-1], ", ") + " and " + changes[len(changes)-1]
+	return strings.Join(phrases[:len(phrases)-1], ", ") + " and " + phrases[len(phrases)-1]
 }

@@ -2,32 +2,28 @@ package proxmox
 
 import (
 	"context"
-	"crypto/tls"
-	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 
-	"github.com/luthermonson/go-proxmox"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
 // Keys of the credentials Secret: either an API token or a user and password.
 const (
 	// TokenIDKey is the Secret key holding an API token's ID, user@realm!name.
-	TokenIDKey = "tokenID"
+	TokenIDKey = pve.TokenIDKey
 	// TokenSecretKey is the Secret key holding the API token's secret.
-	TokenSecretKey = "tokenSecret"
+	TokenSecretKey = pve.TokenSecretKey
 	// UsernameKey is the Secret key holding a user name, user@realm.
-	UsernameKey = "username"
+	UsernameKey = pve.UsernameKey
 	// PasswordKey is the Secret key holding the user's password.
-	PasswordKey = "password"
+	PasswordKey = pve.PasswordKey
 )
 
 // Keys of the Provider's spec.parameters this driver reads.
@@ -51,23 +47,16 @@ const (
 // Provider.
 type session struct {
 	driver *Driver
-	api    *proxmox.Client
-	http   *http.Client
+	api    *pve.Client
 
-	// host is the API's host:port, for messages; secretRef is the credentials Secret's
-	// "<namespace>/<name>".
-	host      string
-	secretRef string
-	// endpoint names the cluster in the messages of network problems.
-	endpoint providersdk.Endpoint
 	// cluster is the cluster's name, or the Provider's for a standalone node.
 	cluster string
 
 	nodes           []string
 	snippetsStorage string
 	pool            string
-	storageClasses  []classTarget
-	networkClasses  []classTarget
+	storageClasses  []providersdk.ClassTarget
+	networkClasses  []providersdk.ClassTarget
 	features        []string
 	imageStorage    string
 	templateStorage string
@@ -76,79 +65,62 @@ type session struct {
 	importsMu sync.Mutex
 	imports   map[k8stypes.UID]*importState
 
-	// placesMu guards places: where this session last found each machine's VM, by
-	// machine UID, which lookups try before listing the cluster.
-	placesMu sync.Mutex
-	places   map[k8stypes.UID]location
-
-	// listingsMu guards listings: the guest listing Observe last read for a machine
-	// whose VM it did not find, by machine UID, which the Create of the same reconcile
-	// takes instead of listing again (see keepListing).
-	listingsMu sync.Mutex
-	listings   map[k8stypes.UID]listing
-
-	// clonesMu guards clones: the clone tasks this session started and has not seen
-	// end, by UPID, with the machine each makes a VM for.
+	// clonesMu guards clones: the clone tasks this session started, by UPID, with the
+	// machine each makes a VM for (see pendingClone).
 	clonesMu sync.Mutex
 	clones   map[string]startedClone
 
-	// vmids is held, by whoever holds it, from /cluster/nextid until the request that
+	// vmids is held, by whoever holds it, from asking for a free VMID until the request that
 	// takes the VMID is answered: the driver's one for the cluster (see Driver.vmidLock).
 	vmids chan struct{}
 }
 
-var _ providersdk.Client = (*session)(nil)
+var (
+	_ providersdk.Client          = (*session)(nil)
+	_ providersdk.InventoryReader = (*session)(nil)
+	_ providersdk.ImageResolver   = (*session)(nil)
+)
 
-// classTarget is a storage or network class and its backend objects.
-type classTarget struct {
-	name   string
-	target map[string]string
-}
-
-// connect builds the session for info and checks it with one call that also tells the
-// cluster's name.
-func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*session, error) {
+// Connect checks the Provider's credentials against its PVE API with one call that
+// also tells the cluster's name, and returns the session. It fails with
+// providersdk.Unreachable when PVE cannot be reached or its certificate not verified,
+// providersdk.Unauthorized when it rejects the credentials, and providersdk.Permanent
+// when the Provider or its Secret is incomplete.
+func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
 	p := info.Provider
 	if p == nil {
 		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "the Provider is missing")
 	}
-	u, err := endpointURL(p.Spec.Connection.Endpoint)
+	api, err := pve.New(pve.Connection{
+		Endpoint:              p.Spec.Connection.Endpoint,
+		Credentials:           info.Credentials,
+		SecretRef:             info.SecretRef(),
+		InsecureSkipTLSVerify: ptr.Deref(p.Spec.Connection.InsecureSkipTLSVerify, false),
+		RootCAs:               info.RootCAs,
+		ResponseTimeout:       d.responseTimeout,
+		Class:                 ProviderClass,
+		WrapTransport:         d.wrapTransport,
+	})
 	if err != nil {
 		return nil, err
 	}
-	secretRef := info.SecretRef()
-	auth, err := credentials(info.Credentials, secretRef)
+	cl, err := api.Cluster(ctx)
 	if err != nil {
+		api.Close()
 		return nil, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ResponseHeaderTimeout = d.responseTimeout
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	switch {
-	case ptr.Deref(p.Spec.Connection.InsecureSkipTLSVerify, false):
-		tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // asked for by the Provider, for test backends
-	default:
-		if tr.TLSClientConfig.RootCAs, err = info.RootCAs(); err != nil {
-			return nil, err
-		}
-	}
-	hc := &http.Client{Transport: &countingTransport{next: tr, base: u.Path}}
 	s := &session{
-		driver:    d,
-		http:      hc,
-		api:       proxmox.NewClient(u.String(), proxmox.WithHTTPClient(hc), auth),
-		host:      u.Host,
-		secretRef: secretRef,
-		endpoint: providersdk.Endpoint{Kind: "Proxmox VE", Host: u.Host, CAHint: "/etc/pve/pve-root-ca.pem on a node",
-			RefusedHint: " (port 8006) and that pveproxy runs"},
+		driver:          d,
+		api:             api,
+		cluster:         first(cl.Name, p.Name),
 		snippetsStorage: p.Spec.Parameters[ParamSnippetsStorage],
 		pool:            p.Spec.Parameters[ParamPool],
+		storageClasses:  info.StorageClasses(),
+		networkClasses:  info.NetworkClasses(),
 		features:        p.Spec.Capabilities.Features,
 		imageStorage:    p.Spec.Parameters[ParamImageStorage],
 		templateStorage: p.Spec.Parameters[ParamTemplateStorage],
 		imports:         map[k8stypes.UID]*importState{},
-		places:          map[k8stypes.UID]location{},
-		listings:        map[k8stypes.UID]listing{},
 		clones:          map[string]startedClone{},
 	}
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {
@@ -156,100 +128,19 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (*s
 			s.nodes = append(s.nodes, n)
 		}
 	}
-	for _, c := range p.Spec.Capabilities.StorageClasses {
-		s.storageClasses = append(s.storageClasses, classTarget{name: c.Name, target: c.Target})
-	}
-	for _, c := range p.Spec.Capabilities.NetworkClasses {
-		s.networkClasses = append(s.networkClasses, classTarget{name: c.Name, target: c.Target})
-	}
-	clustered := false
-	if s.cluster, clustered, err = s.clusterName(ctx, p.Name); err != nil {
-		tr.CloseIdleConnections()
-		return nil, err
-	}
 	// Sessions of the same cluster (two Providers, or a session and the one that
 	// replaces it) share the lock; a standalone node is known by its address.
-	if clustered {
+	if cl.Clustered {
 		s.vmids = d.vmidLock("cluster " + s.cluster)
 	} else {
-		s.vmids = d.vmidLock("node " + u.Host)
+		s.vmids = d.vmidLock("node " + api.Host())
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Connected to Proxmox VE", "endpoint", u.String(), "cluster", s.cluster)
+	ctrl.LoggerFrom(ctx).V(1).Info("Connected to Proxmox VE", "endpoint", api.URL(), "cluster", s.cluster)
 	return s, nil
 }
 
-// clusterName reads /cluster/status: the cluster's name, or fallback on a standalone
-// node, which has no cluster entry; clustered tells which.
-func (s *session) clusterName(ctx context.Context, fallback string) (name string, clustered bool, err error) {
-	var status []struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
-	}
-	if err := s.get(ctx, "/cluster/status", nil, &status); err != nil {
-		return "", false, err
-	}
-	for _, e := range status {
-		if e.Type == "cluster" && e.Name != "" {
-			return e.Name, true, nil
-		}
-	}
-	return fallback, false, nil
-}
-
-// Disconnect closes the session's idle connections. API tokens have no session to end,
-// and a ticket simply expires.
+// Disconnect closes the session's idle connections.
 func (s *session) Disconnect(context.Context) error {
-	s.http.CloseIdleConnections()
+	s.api.Close()
 	return nil
-}
-
-// endpointURL parses a PVE endpoint: a URL, or a bare host[:port], to which https://,
-// port 8006 and /api2/json are added as needed.
-func endpointURL(endpoint string) (*url.URL, error) {
-	endpoint = strings.TrimSpace(endpoint)
-	if endpoint == "" {
-		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "spec.connection.endpoint is empty")
-	}
-	if !strings.Contains(endpoint, "://") {
-		endpoint = "https://" + endpoint
-	}
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Hostname() == "" {
-		return nil, providersdk.Permanent(infrav1.MachineFailedReason,
-			"spec.connection.endpoint %q is not a Proxmox VE URL such as https://pve.example.com:8006/api2/json", endpoint)
-	}
-	if u.Scheme != "https" {
-		return nil, providersdk.Permanent(infrav1.MachineFailedReason, "spec.connection.endpoint %q must be an https URL", endpoint)
-	}
-	if u.Port() == "" {
-		u.Host = net.JoinHostPort(u.Hostname(), "8006")
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	if u.Path == "" {
-		u.Path = "/api2/json"
-	}
-	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.RawPath = nil, "", false, "", "", ""
-	return u, nil
-}
-
-// credentials reads an API token, or else a user and password, from the Secret's data.
-// Errors name the key that is missing, empty or not a single line, never a value.
-func credentials(data map[string][]byte, secretRef string) (proxmox.Option, error) {
-	keys := []string{UsernameKey, PasswordKey}
-	if len(data[TokenIDKey]) > 0 || len(data[TokenSecretKey]) > 0 {
-		keys = []string{TokenIDKey, TokenSecretKey}
-	}
-	for _, k := range keys {
-		if problem := providersdk.CredentialProblem(data, k); problem != "" {
-			return nil, providersdk.Permanent(infrav1.MachineFailedReason,
-				"credentials Secret %s %s (it needs %q and %q, or %q and %q)",
-				secretRef, problem, TokenIDKey, TokenSecretKey, UsernameKey, PasswordKey)
-		}
-	}
-	if keys[0] == TokenIDKey {
-		return proxmox.WithAPIToken(string(data[TokenIDKey]), string(data[TokenSecretKey])), nil
-	}
-	return proxmox.WithCredentials(&proxmox.Credentials{
-		Username: string(data[UsernameKey]), Password: string(data[PasswordKey]),
-	}), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
 // snippetName is the file name of a machine's user-data snippet.
@@ -59,9 +60,7 @@ func (s *session) deleteSnippet(ctx context.Context, vm *vmState) error {
 	if !ok {
 		return nil
 	}
-	var upid string
-	err := s.del(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content/%s", vm.Node, storage, volid), nil, &upid)
-	if err != nil && !notFound(err) {
+	if _, err := s.api.DeleteVolume(ctx, vm.Node, storage, volid); err != nil && !pve.IsNotFound(err) {
 		return err
 	}
 	return nil

@@ -2,9 +2,9 @@ package proxmox
 
 import (
 	"context"
-	"strings"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
 // taskState is what became of a task.
@@ -17,16 +17,6 @@ const (
 	taskRunning
 )
 
-// upidNode is the node a UPID's task runs on, where its status is read:
-// UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:.
-func upidNode(upid string) string {
-	parts := strings.Split(upid, ":")
-	if len(parts) < 8 || parts[0] != "UPID" {
-		return ""
-	}
-	return parts[1]
-}
-
 // pollTask reads the state of the machine's recorded task in one call. A task that
 // ended with an exit status other than OK is a providersdk.TaskFailedError carrying
 // PVE's exit status.
@@ -34,26 +24,15 @@ func (s *session) pollTask(ctx context.Context, t providersdk.Task) (taskState, 
 	if !t.InFlight() {
 		return taskDone, nil
 	}
-	node := upidNode(t.Ref)
-	if node == "" {
-		return taskDone, nil // not a UPID: nothing PVE can tell about it
-	}
-	var st struct {
-		Status     string `json:"status"`
-		ExitStatus string `json:"exitstatus"`
-	}
-	if err := s.get(ctx, "/nodes/"+node+"/tasks/"+t.Ref+"/status", nil, &st); err != nil {
-		if notFound(err) {
-			s.cloneEnded(t.Ref)
-			return taskDone, nil // PVE rotates its task index: a forgotten task is long over
-		}
+	st, err := s.api.TaskStatus(ctx, t.Ref)
+	switch {
+	case pve.IsNotFound(err):
+		return taskDone, nil // PVE rotates its task index: a forgotten task is long over
+	case err != nil:
 		return taskDone, err
-	}
-	if st.Status == "running" {
+	case st.Running:
 		return taskRunning, nil
-	}
-	s.cloneEnded(t.Ref)
-	if st.ExitStatus != "" && st.ExitStatus != "OK" && !strings.HasPrefix(st.ExitStatus, "WARNINGS") {
+	case st.Failed():
 		return taskDone, providersdk.TaskFailed(t, st.ExitStatus)
 	}
 	return taskDone, nil

@@ -1,7 +1,6 @@
 package proxmox
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
 // Keys of class targets.
@@ -32,32 +32,38 @@ type changeSet struct {
 
 func (c changeSet) empty() bool { return len(c.set) == 0 && len(c.del) == 0 && len(c.grow) == 0 }
 
-// changes compares the VM's config to the machine's spec: CPUs, memory, firmware,
-// disks (grown, or added on their storage class's storage), NICs on their network
+// changes compares the VM's config to the machine's spec: CPUs, memory and disks as
+// providersdk.HardwareDiff does (disks grown, or added on their storage class's
+// storage; a disk that would shrink is refused), firmware, NICs on their network
 // class's bridge, cloud-init network config and user data, and the identity tag.
-func (s *session) changes(_ context.Context, m *providersdk.Machine, vm *vmState) (changeSet, error) {
+func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error) {
 	c := changeSet{set: map[string]any{}, grow: map[string]int64{}}
 	conf := vm.conf
-	hw := m.Spec.Hardware
+	disks := conf.DiskKeys()
+	hw := providersdk.HardwareDiff(m.Spec, hardware(conf, disks))
+	if err := providersdk.RefuseShrink("Proxmox VE", hw); err != nil {
+		return c, err
+	}
 	setOffline := func(key string, val any, what string) {
 		c.set[key] = val
 		c.offline = append(c.offline, what)
 	}
-	if hw.CPUs > 0 && int64(hw.CPUs) != cpus(conf) {
-		setOffline("cores", int(hw.CPUs), fmt.Sprintf("CPUs from %d to %d", cpus(conf), hw.CPUs))
-		if conf["sockets"] != "" && conf["sockets"] != "1" {
-			c.set["sockets"] = 1
+	for _, h := range hw {
+		switch h.Kind {
+		case providersdk.ChangeCPUs:
+			setOffline("cores", int(h.To), h.String())
+			if conf["sockets"] != "" && conf["sockets"] != "1" {
+				c.set["sockets"] = 1
+			}
+		case providersdk.ChangeMemory:
+			setOffline("memory", strconv.FormatInt(h.To, 10), h.String())
 		}
 	}
-	if mem := memoryMiB(conf); hw.MemoryMiB > 0 && hw.MemoryMiB != mem {
-		setOffline("memory", strconv.FormatInt(hw.MemoryMiB, 10), fmt.Sprintf("memory from %d MiB to %d MiB", mem, hw.MemoryMiB))
-	}
-	disks := conf.diskKeys()
 	bootStorage := ""
 	if len(disks) > 0 {
-		bootStorage = storageOf(conf[disks[0]])
+		bootStorage = pve.StorageOf(conf[disks[0]])
 	}
-	switch hw.Firmware {
+	switch fw := m.Spec.Hardware.Firmware; fw {
 	case banlieuev1.FirmwareBIOS:
 		if conf["bios"] != "" && conf["bios"] != "seabios" {
 			setOffline("bios", "seabios", "firmware to BIOS")
@@ -67,30 +73,23 @@ func (s *session) changes(_ context.Context, m *providersdk.Machine, vm *vmState
 			setOffline("bios", "ovmf", "firmware to UEFI")
 		}
 		if conf["efidisk0"] == "" {
-			keys := map[bool]string{true: "1", false: "0"}[hw.Firmware == banlieuev1.FirmwareEFISecure]
+			keys := map[bool]string{true: "1", false: "0"}[fw == banlieuev1.FirmwareEFISecure]
 			c.set["efidisk0"] = fmt.Sprintf("%s:1,efitype=4m,pre-enrolled-keys=%s", bootStorage, keys)
 		}
-		if hw.Firmware == banlieuev1.FirmwareEFISecure && conf["machine"] == "" {
+		if fw == banlieuev1.FirmwareEFISecure && conf["machine"] == "" {
 			// Secure Boot needs SMM, which only the q35 machine type has.
 			setOffline("machine", "q35", "machine type to q35")
 		}
 	}
-	for i, d := range m.Spec.Disks {
-		want := int64(d.SizeGiB)
-		if i < len(disks) {
-			have := diskGiB(conf[disks[i]])
-			switch {
-			case want > have:
-				c.grow[disks[i]] = want
-			case want < have:
-				return c, providersdk.Permanent(infrav1.MachineDiskShrinkNotSupportedReason,
-					"disk %q is %d GiB on Proxmox VE and cannot shrink to %d GiB; give the VM class a disk at least that large", d.Name, have, want)
-			}
-			continue
+	for _, h := range hw {
+		switch h.Kind {
+		case providersdk.ChangeDiskGrow:
+			c.grow[disks[h.Disk]] = h.To / providersdk.GiB
+		case providersdk.ChangeDiskAdd:
+			key := freeKey(conf, "scsi", 31)
+			conf = withKey(conf, key)
+			c.set[key] = fmt.Sprintf("%s:%d", first(m.Spec.Disks[h.Disk].Target[targetStorage], bootStorage), h.To/providersdk.GiB)
 		}
-		key := freeKey(conf, "scsi", 31)
-		conf = withKey(conf, key)
-		c.set[key] = fmt.Sprintf("%s:%d", first(d.Target[targetStorage], bootStorage), want)
 	}
 	if err := s.nicChanges(m, vm.conf, &c); err != nil {
 		return c, err
@@ -99,34 +98,44 @@ func (s *session) changes(_ context.Context, m *providersdk.Machine, vm *vmState
 		c.set["cicustom"] = "user=" + snippet
 	}
 	tag := TagPrefix + string(m.UID)
-	if tags := splitTags(vm.conf["tags"]); !slices.Contains(tags, tag) {
-		c.set["tags"] = strings.Join(append(tags, tag), ";")
+	if tags := vm.conf.Tags(); !slices.Contains(tags, tag) {
+		c.set["tags"] = pve.JoinTags(append(tags, tag))
 	}
 	return c, nil
+}
+
+// hardware is the VM's shape as its config gives it, for providersdk.HardwareDiff:
+// disk sizes in whole GiB, rounded up, as PVE's resize takes them.
+func hardware(conf pve.Config, disks []string) providersdk.Hardware {
+	hw := providersdk.Hardware{CPUs: int32(cpus(conf)), MemoryMiB: memoryMiB(conf)}
+	for _, k := range disks {
+		hw.DiskBytes = append(hw.DiskBytes, pve.DiskGiB(conf[k])*providersdk.GiB)
+	}
+	return hw
 }
 
 // nicChanges puts NIC i on the bridge of interface i's network class (keeping the
 // template's model and MAC), sets ipconfigN from the interface's IPAM, and removes the
 // template's NICs beyond the interfaces. A machine without interfaces keeps the
 // template's NICs.
-func (s *session) nicChanges(m *providersdk.Machine, conf config, c *changeSet) error {
+func (s *session) nicChanges(m *providersdk.Machine, conf pve.Config, c *changeSet) error {
 	if len(m.Spec.Interfaces) == 0 {
 		return nil
 	}
 	for i, iface := range m.Spec.Interfaces {
 		key := "net" + strconv.Itoa(i)
-		p := parseProperty(conf[key])
-		if p.first == "" {
-			p = parseProperty("virtio")
+		p := pve.ParseProperty(conf[key])
+		if p.First == "" {
+			p = pve.ParseProperty("virtio")
 		}
-		bridge := first(iface.Target[targetBridge], p.opts["bridge"])
+		bridge := first(iface.Target[targetBridge], p.Opts["bridge"])
 		if bridge == "" {
 			return providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 				"interface %q: network class %q names no bridge and the template has no NIC %d to keep", iface.Name, iface.NetworkClass, i)
 		}
-		p.set("bridge", bridge)
+		p.Set("bridge", bridge)
 		if iface.MTU > 0 {
-			p.set("mtu", strconv.Itoa(int(iface.MTU)))
+			p.Set("mtu", strconv.Itoa(int(iface.MTU)))
 		}
 		if want := p.String(); want != conf[key] {
 			c.set[key] = want
@@ -142,7 +151,7 @@ func (s *session) nicChanges(m *providersdk.Machine, conf config, c *changeSet) 
 			c.set["nameserver"] = ns
 		}
 	}
-	for _, k := range conf.nicKeys() {
+	for _, k := range conf.NICKeys() {
 		if n, _ := strconv.Atoi(strings.TrimPrefix(k, "net")); n >= len(m.Spec.Interfaces) {
 			c.del = append(c.del, k)
 			if conf["ipconfig"+strconv.Itoa(n)] != "" {
@@ -187,15 +196,15 @@ func ipConfig(iface infrav1.MachineInterface) (string, string, error) {
 }
 
 // cpus is a config's vCPU count: cores times sockets.
-func cpus(conf config) int64 {
+func cpus(conf pve.Config) int64 {
 	cores, sockets := atoiOr(conf["cores"], 1), atoiOr(conf["sockets"], 1)
 	return cores * sockets
 }
 
 // memoryMiB is a config's memory; PVE 8 writes it as a property string, current=N.
-func memoryMiB(conf config) int64 {
-	p := parseProperty(conf["memory"])
-	return atoiOr(first(p.opts["current"], strings.TrimPrefix(p.first, "current=")), 512)
+func memoryMiB(conf pve.Config) int64 {
+	p := pve.ParseProperty(conf["memory"])
+	return atoiOr(first(p.Opts["current"], strings.TrimPrefix(p.First, "current=")), 512)
 }
 
 func atoiOr(s string, def int64) int64 {
@@ -206,7 +215,7 @@ func atoiOr(s string, def int64) int64 {
 }
 
 // freeKey is the first unused key of prefix0, prefix1 and so on.
-func freeKey(conf config, prefix string, limit int) string {
+func freeKey(conf pve.Config, prefix string, limit int) string {
 	for i := range limit {
 		if _, ok := conf[prefix+strconv.Itoa(i)]; !ok {
 			return prefix + strconv.Itoa(i)
@@ -216,8 +225,8 @@ func freeKey(conf config, prefix string, limit int) string {
 }
 
 // withKey is conf with key taken, so the next freeKey skips it.
-func withKey(conf config, key string) config {
-	out := make(config, len(conf)+1)
+func withKey(conf pve.Config, key string) pve.Config {
+	out := make(pve.Config, len(conf)+1)
 	for k, v := range conf {
 		out[k] = v
 	}

@@ -1,0 +1,103 @@
+package proxmox
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
+)
+
+// cloneMemory is how long a session remembers a clone task it started: long enough
+// that a machine waiting in a backlog for its Create still tells this session's clones
+// for other machines apart among the tasks started since it was created (see
+// pendingClone). Forgetting one early costs a listing, never a duplicate.
+const cloneMemory = time.Hour
+
+// cloneSearch is what pendingClone found of the clones that may be making the
+// machine's VM.
+type cloneSearch struct {
+	// running is the UPID of such a clone that runs, to wait for; "" when none does.
+	running string
+	// ended is true when such a clone ended by the time the tasks were read: its VM,
+	// if it is the machine's, may be missing from the listing read before, so the
+	// cluster is listed again.
+	ended bool
+}
+
+// pendingClone looks, when the machine's VM is not in the listing all, for a clone
+// that may be making it. A VM locked by a clone carries no name nor description yet,
+// so a provider that crashed after starting a clone cannot tell its clone from
+// another's: any qmclone task started since the machine was created (of the machine's
+// template, or of any template while the machine is being deleted, as its image may
+// have been resolved anew since) may be it, except those this session started for
+// other machines. One that runs is waited for rather than cloned again or left behind
+// by a deletion. One that ended may have ended after the listing was read, its VM
+// still locked and nameless there: the caller lists again. It costs one call, made
+// only while some VM of the listing is locked by a clone.
+func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all []pve.Resource) (cloneSearch, error) {
+	if !slices.ContainsFunc(all, func(r pve.Resource) bool { return r.Lock == "clone" }) {
+		return cloneSearch{}, nil // every clone started before the listing had ended: its VM is there
+	}
+	tasks, err := s.api.ClusterTasks(ctx)
+	if err != nil {
+		return cloneSearch{}, err
+	}
+	var since int64
+	source := ""
+	if m.Object != nil {
+		if c := m.Object.GetCreationTimestamp(); !c.IsZero() {
+			// PVE's clock and the API server's may differ a little.
+			since = c.Add(-time.Minute).Unix()
+		}
+		if m.Object.GetDeletionTimestamp() == nil {
+			if tmpl, err := s.template(m, all); err == nil {
+				source = strconv.Itoa(tmpl.vmid)
+			}
+		}
+	}
+	var found cloneSearch
+	for _, t := range tasks {
+		if t.Type != "qmclone" || t.StartTime < since || (source != "" && t.ID != source) {
+			continue
+		}
+		if owner, ok := s.cloneOwner(t.UPID); ok && owner != m.UID {
+			continue // this session's clone for another machine
+		}
+		if t.Running() {
+			return cloneSearch{running: t.UPID}, nil
+		}
+		found.ended = true
+	}
+	return found, nil
+}
+
+// startedClone is a clone task this session started: the machine it makes a VM for,
+// and when it started, on the driver's clock.
+type startedClone struct {
+	uid k8stypes.UID
+	at  time.Time
+}
+
+// cloneStarted records a clone task this session started for the machine uid, and
+// forgets those older than cloneMemory.
+func (s *session) cloneStarted(upid string, uid k8stypes.UID) {
+	now := s.driver.now()
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	maps.DeleteFunc(s.clones, func(_ string, c startedClone) bool { return now.Sub(c.at) > cloneMemory })
+	s.clones[upid] = startedClone{uid: uid, at: now}
+}
+
+// cloneOwner is the machine a clone task this session started makes a VM for.
+func (s *session) cloneOwner(upid string) (k8stypes.UID, bool) {
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	c, ok := s.clones[upid]
+	return c.uid, ok
+}

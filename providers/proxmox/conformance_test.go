@@ -1,0 +1,135 @@
+package proxmox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/luthermonson/go-proxmox"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/pkg/providersdk/drivertest"
+	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
+)
+
+// TestConformance runs the SDK's conformance kit against the Proxmox VE simulator,
+// reading the cluster with go-proxmox on a client of its own, not through the driver
+// or its pve package.
+func TestConformance(t *testing.T) {
+	sim := proxmoxtest.Start(t)
+	api := proxmox.NewClient(sim.URL, proxmox.WithHTTPClient(sim.HTTPClient()), proxmox.WithAPIToken(sim.TokenID, sim.TokenSecret))
+	unreachable := providerFor(sim)
+	unreachable.Spec.Connection.Endpoint = "https://127.0.0.1:1/api2/json" // a closed loopback port
+	wrong := infoFor(sim, providerFor(sim))
+	wrong.Credentials = map[string][]byte{pve.TokenIDKey: []byte(sim.TokenID), pve.TokenSecretKey: []byte("not-the-secret")}
+	drivertest.Run(t, drivertest.Backend{
+		Driver:       newDriver(sim),
+		Provider:     infoFor(sim, providerFor(sim)),
+		Unreachable:  infoFor(sim, unreachable),
+		Unauthorized: &wrong,
+		NewMachine:   func(*testing.T) *providersdk.Machine { return newMachine(string(uuid.NewUUID())) },
+		MissingImage: func(m *providersdk.Machine) { m.Spec.Image.Ref = "no-such-template" },
+		Count: func(t *testing.T, m *providersdk.Machine) int {
+			n := 0
+			for _, vm := range guestsOf(t, api) {
+				if strings.Contains(vm.config["description"], string(m.UID)) || slices.Contains(strings.Split(vm.Tags, ";"), TagPrefix+string(m.UID)) {
+					n++
+				}
+			}
+			return n
+		},
+		Snapshot: func(t *testing.T) string {
+			guests := guestsOf(t, api)
+			out := make([]string, 0, len(guests))
+			for _, vm := range guests {
+				conf, _ := json.Marshal(vm.config)
+				out = append(out, fmt.Sprintf("%s/%d %s %s lock=%s %s", vm.Node, vm.VMID, vm.Name, vm.Status, vm.Lock, conf))
+			}
+			slices.Sort(out)
+			return strings.Join(out, "\n")
+		},
+		// Someone else's VM that carries the machine's tag, a key the driver finds VMs
+		// by, but no description naming the machine's UID.
+		Impostor: func(t *testing.T, m *providersdk.Machine) func() bool {
+			ctx := context.Background()
+			var next string
+			if err := api.Get(ctx, "/cluster/nextid", &next); err != nil {
+				t.Fatal(err)
+			}
+			var upid string
+			if err := api.Post(ctx, "/nodes/"+proxmoxtest.Node1+"/qemu", map[string]any{
+				"vmid": strings.TrimSpace(next), "name": "impostor", "tags": TagPrefix + string(m.UID), "description": "not banlieue's",
+			}, &upid); err != nil {
+				t.Fatal(err)
+			}
+			waitTask(t, api, upid)
+			describe := func() string {
+				for _, vm := range guestsOf(t, api) {
+					if vm.Name == "impostor" && strings.Contains(vm.Tags, string(m.UID)) {
+						conf, _ := json.Marshal(vm.config)
+						return fmt.Sprintf("%d %s %s", vm.VMID, vm.Status, conf)
+					}
+				}
+				return ""
+			}
+			before := describe()
+			return func() bool { return before != "" && describe() == before }
+		},
+	})
+}
+
+// guest is a VM of the cluster as /cluster/resources lists it, with its config.
+type guest struct {
+	VMID   int    `json:"vmid"`
+	Node   string `json:"node"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Tags   string `json:"tags"`
+	Lock   string `json:"lock"`
+	config map[string]string
+}
+
+// guestsOf lists the cluster's VMs and reads each one's config.
+func guestsOf(t *testing.T, api *proxmox.Client) []guest {
+	t.Helper()
+	ctx := context.Background()
+	var all []guest
+	if err := api.Get(ctx, "/cluster/resources?type=vm", &all); err != nil {
+		t.Fatal(err)
+	}
+	for i := range all {
+		var conf map[string]any
+		if err := api.Get(ctx, fmt.Sprintf("/nodes/%s/qemu/%d/config", all[i].Node, all[i].VMID), &conf); err != nil {
+			t.Fatal(err)
+		}
+		all[i].config = map[string]string{}
+		for k, v := range conf {
+			all[i].config[k] = fmt.Sprint(v)
+		}
+	}
+	return all
+}
+
+// waitTask waits for the task upid to end.
+func waitTask(t *testing.T, api *proxmox.Client, upid string) {
+	t.Helper()
+	node := strings.Split(upid, ":")[1]
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var st struct {
+			Status string `json:"status"`
+		}
+		if err := api.Get(context.Background(), "/nodes/"+node+"/tasks/"+upid+"/status", &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Status != "running" {
+			return
+		}
+	}
+	t.Fatalf("task %s did not end", upid)
+}

@@ -1,0 +1,75 @@
+package proxmox
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+// Identity of a machine's VM.
+const (
+	// TagPrefix starts the tag that holds the machine's UID on its VM: banlieue-<uid>.
+	TagPrefix = "banlieue-"
+	// DescriptionUIDKey starts the description line that holds the machine's UID, set by
+	// the clone itself, so the VM carries the UID from the moment its config is written.
+	DescriptionUIDKey = "banlieue.io/machine-uid: "
+	// descriptionUserData starts the description line naming the user-data snippet.
+	descriptionUserData = "banlieue.io/user-data: "
+	// maxVMName is the longest VM name: PVE names are DNS names, and one label is the
+	// most a guest's host name can take.
+	maxVMName = 63
+)
+
+// description is a new VM's description: who made it, the machine's UID and the
+// user-data snippet, if any. PVE shows it in the VM's notes.
+func description(m *providersdk.Machine, snippet string) string {
+	d := fmt.Sprintf("Managed by banlieue: ProxmoxMachine %s/%s.\n%s%s\n", m.Namespace, m.Name, DescriptionUIDKey, m.UID)
+	if snippet != "" {
+		d += descriptionUserData + snippet + "\n"
+	}
+	return d
+}
+
+// descriptionValue reads the value of a line of a description that starts with key.
+func descriptionValue(desc, key string) string {
+	for _, line := range strings.Split(desc, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// descriptionUID reads the machine UID from a description.
+func descriptionUID(desc string) string { return descriptionValue(desc, DescriptionUIDKey) }
+
+// identityMismatch is the error of a VM that carries the machine's tag but whose
+// description names another UID.
+func identityMismatch(vmid int, name, tag string) error {
+	return providersdk.Permanent(infrav1.MachineIdentityMismatchReason,
+		"VM %d (%s) has this machine's tag %s but its description does not name the machine's UID; it is left alone", vmid, name, tag)
+}
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// vmName is the machine's VM name: "<namespace>-<name>" made a DNS label (lowercase,
+// other characters replaced by '-', at most 63 characters with a hash of the whole
+// name when cut), so that two machines never share a name.
+func vmName(namespace, name string) string {
+	full := namespace + "-" + name
+	n := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(full), "-"), "-")
+	if len(n) <= maxVMName && n == strings.ToLower(full) {
+		return n
+	}
+	sum := sha256.Sum256([]byte(full))
+	return strings.Trim(n[:min(len(n), maxVMName-9)], "-") + "-" + hex.EncodeToString(sum[:4])
+}
+
+// first returns the first non-empty string.
+func first(s ...string) string { return cmp.Or(s...) }

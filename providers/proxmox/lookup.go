@@ -1,0 +1,145 @@
+package proxmox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
+)
+
+// vmState is what a lookup found of a VM: its listing entry and its config.
+type vmState struct {
+	pve.Resource
+	conf pve.Config
+}
+
+// observed is what Observe read, handed back in Observation.State to the Create,
+// Update or Delete of the same reconcile, which act on it instead of reading PVE
+// again.
+type observed struct {
+	// vm is the machine's VM; nil when there is none.
+	vm *vmState
+	// power is the VM's power state; running is true when its QEMU process runs
+	// (paused included), which Delete stops first.
+	power   banlieuev1.PowerState
+	running bool
+	// guests is the cluster's listing in which the VM was not found, with no clone in
+	// flight that may be making it (see pendingClone); nil when the VM was found.
+	// Create finds the template in it.
+	guests []pve.Resource
+}
+
+// stateOf is the observation's record of what Observe read; an error when obs comes
+// from elsewhere, which the Reconciler never does.
+func stateOf(obs providersdk.Observation, op string) (*observed, error) {
+	st, ok := obs.State.(*observed)
+	if !ok || st == nil {
+		return nil, fmt.Errorf("failed to %s the VM: it needs the Observation that Observe returned in the same reconcile", op)
+	}
+	return st, nil
+}
+
+// location is where a VM is: its node and VMID.
+type location struct {
+	node string
+	vmid int
+}
+
+func (l location) known() bool { return l.node != "" && l.vmid > 0 }
+
+// recordedLocation is where the machine's VM is as its status.proxmox says, which
+// Observe and Create wrote: the one place a VM's location is kept. The zero location
+// when there is none or it cannot be read.
+func recordedLocation(m *providersdk.Machine) location {
+	var st infrav1.ProxmoxStatus
+	if m.Object == nil || m.StatusField("proxmox", &st) != nil {
+		return location{}
+	}
+	return location{node: st.Node, vmid: int(st.VMID)}
+}
+
+// find finds the machine's VM. Where the machine's status says its VM is, it reads
+// that VM's config alone: one call, whatever the cluster's size. When that is not the
+// machine's VM (none recorded, moved to another node, gone, another VM on the VMID),
+// it lists the cluster's guests and looks there, as findIn does; the listing is
+// returned then, and nil when the direct read sufficed. A VM not found is nil: the
+// listing was read.
+func (s *session) find(ctx context.Context, m *providersdk.Machine) (*vmState, []pve.Resource, error) {
+	if loc := recordedLocation(m); loc.known() {
+		vm, err := s.direct(ctx, m, loc)
+		if err != nil || vm != nil {
+			return vm, nil, err
+		}
+	}
+	all, err := s.api.Resources(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	vm, err := s.findIn(ctx, all, m)
+	return vm, all, err
+}
+
+// direct reads the config of the VM at loc and returns it when its description names
+// the machine's UID. It returns nil, for the caller to list the cluster, when the VM
+// is not there, is a template or is another machine's, or when its node does not
+// answer (its VMs may have moved elsewhere). A VM with the machine's tag and another
+// UID is an IdentityMismatch, as in findIn.
+func (s *session) direct(ctx context.Context, m *providersdk.Machine, loc location) (*vmState, error) {
+	conf, err := s.config(ctx, loc.node, loc.vmid)
+	if err != nil {
+		if ctx.Err() != nil || providersdk.IsUnauthorized(err) || providersdk.IsPermanent(err) ||
+			(providersdk.IsUnreachable(err) && !pve.IsNodeUnreachable(err)) {
+			return nil, err // PVE itself is not there: the listing would fail alike
+		}
+		return nil, nil
+	}
+	if conf == nil || conf["template"] == "1" {
+		return nil, nil
+	}
+	if descriptionUID(conf["description"]) != string(m.UID) {
+		if tag := TagPrefix + string(m.UID); slices.Contains(conf.Tags(), tag) {
+			return nil, identityMismatch(loc.vmid, conf["name"], tag)
+		}
+		return nil, nil // the VMID went to another VM
+	}
+	return &vmState{conf: conf, Resource: pve.Resource{
+		VMID: loc.vmid, Node: loc.node, Name: conf["name"], Tags: conf["tags"], Lock: conf["lock"],
+	}}, nil
+}
+
+// findIn finds the machine's VM on a guest list already read: a guest with its tag or
+// its name, confirmed by the UID in its description. It returns nil when there is none.
+func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk.Machine) (*vmState, error) {
+	tag, name := TagPrefix+string(m.UID), vmName(m.Namespace, m.Name)
+	for _, r := range all {
+		tagged := slices.Contains(pve.SplitTags(r.Tags), tag)
+		if r.Template || (!tagged && r.Name != name) {
+			continue
+		}
+		conf, err := s.config(ctx, r.Node, r.VMID)
+		if err != nil {
+			return nil, err
+		}
+		if conf == nil || descriptionUID(conf["description"]) != string(m.UID) {
+			if tagged && conf != nil {
+				return nil, identityMismatch(r.VMID, r.Name, tag)
+			}
+			continue // another VM with the name: PVE names need not be unique
+		}
+		return &vmState{Resource: r, conf: conf}, nil
+	}
+	return nil, nil
+}
+
+// config reads a VM's config; nil when the VM is gone.
+func (s *session) config(ctx context.Context, node string, vmid int) (pve.Config, error) {
+	conf, err := s.api.VMConfig(ctx, node, vmid)
+	if pve.IsNotFound(err) {
+		return nil, nil
+	}
+	return conf, err
+}

@@ -1,0 +1,124 @@
+package pve
+
+import (
+	"context"
+	"crypto/x509"
+	"testing"
+	"time"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
+)
+
+// newClient is a Client of the simulator with credentials, verifying its certificate.
+func newClient(t *testing.T, sim *proxmoxtest.Simulator, credentials map[string][]byte) *Client {
+	t.Helper()
+	c, err := New(Connection{
+		Endpoint:    sim.URL,
+		Credentials: credentials,
+		SecretRef:   "infra/pve-credentials",
+		RootCAs: func() (*x509.CertPool, error) {
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(sim.CACert)
+			return pool, nil
+		},
+		ResponseTimeout: time.Minute,
+		Class:           "proxmox",
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestCallsFailWithTypedErrors(t *testing.T) {
+	sim := proxmoxtest.Start(t)
+	ctx := context.Background()
+	c := newClient(t, sim, sim.TokenCredentials())
+	wrongToken := newClient(t, sim, map[string][]byte{TokenIDKey: []byte(sim.TokenID), TokenSecretKey: []byte("hunter2")})
+	tests := []struct {
+		name string
+		call func() error
+		is   func(error) bool
+	}{{
+		name: "the config of a VM that does not exist is not found",
+		call: func() error { _, err := c.VMConfig(ctx, proxmoxtest.Node1, 4242); return err },
+		is:   IsNotFound,
+	}, {
+		name: "a task PVE does not know is not found",
+		call: func() error {
+			_, err := c.TaskStatus(ctx, "UPID:pve1:00000001:00000001:00000001:qmclone:9000:root@pam:")
+			return err
+		},
+		is: IsNotFound,
+	}, {
+		name: "a ref that is no UPID is not found",
+		call: func() error { _, err := c.TaskStatus(ctx, "not-a-upid"); return err },
+		is:   IsNotFound,
+	}, {
+		name: "a wrong token secret is Unauthorized",
+		call: func() error { _, err := wrongToken.Cluster(ctx); return err },
+		is:   providersdk.IsUnauthorized,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !tt.is(err) {
+				t.Errorf("error %v is not of the kind wanted", err)
+			}
+		})
+	}
+}
+
+// A clone, as the driver makes one: a VMID, the clone task, its status until it ends,
+// and the new VM's config with the clone's name.
+func TestCloneIsATaskThatMakesTheVM(t *testing.T) {
+	sim := proxmoxtest.Start(t)
+	ctx := context.Background()
+	c := newClient(t, sim, sim.TokenCredentials())
+	vmid, err := c.NextVMID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upid, err := c.Clone(ctx, proxmoxtest.Node1, proxmoxtest.TemplateVMID, CloneOptions{NewID: vmid, Name: "web", Description: "a clone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if UPIDNode(upid) != proxmoxtest.Node1 {
+		t.Errorf("UPID %q does not name node %s", upid, proxmoxtest.Node1)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := c.TaskStatus(ctx, upid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Running {
+			if st.Failed() {
+				t.Fatalf("clone failed: %s", st.ExitStatus)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("clone still running after 10s")
+		}
+	}
+	conf, err := c.VMConfig(ctx, proxmoxtest.Node1, vmid)
+	if err != nil || conf["name"] != "web" || len(conf.DiskKeys()) != 1 {
+		t.Fatalf("config of the clone = %v, %v; want the name web and the template's disk", conf, err)
+	}
+	all, err := c.Resources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var templates, vms int
+	for _, r := range all {
+		if r.Template {
+			templates++
+		} else if r.VMID == vmid {
+			vms++
+		}
+	}
+	if templates != 1 || vms != 1 {
+		t.Errorf("Resources lists %d templates and %d VMs %d, want 1 of each: %+v", templates, vms, vmid, all)
+	}
+}

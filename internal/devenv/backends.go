@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/providers/proxmox"
@@ -87,45 +88,22 @@ const (
 
 // Image returns a VMImage named name with a source on every dev backend.
 func Image(name string) *banlieuev1.VMImage {
-	return &banlieuev1.VMImage{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: banlieuev1.VMImageSpec{
-			OSFamily: "linux", OSDistribution: "ubuntu", OSVersion: "22.04", Architecture: "amd64", GuestAgent: banlieuev1.GuestAgentNone,
-			Sources: []banlieuev1.ImageSource{
-				{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: VSphereTemplate},
-				{ProviderClass: proxmox.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: ProxmoxTemplate},
-				{ProviderClass: libvirt.ProviderClass, Kind: banlieuev1.ImageSourceBackingFile, Ref: LibvirtImage},
-			},
-		},
-	}
+	img := builder.VMImage(name,
+		builder.Template(vsphere.ProviderClass, VSphereTemplate),
+		builder.Template(proxmox.ProviderClass, ProxmoxTemplate),
+		builder.BackingFile(libvirt.ProviderClass, LibvirtImage),
+	)
+	img.Spec.OSFamily, img.Spec.OSDistribution, img.Spec.OSVersion = "linux", "ubuntu", "22.04"
+	img.Spec.Architecture, img.Spec.GuestAgent = "amd64", banlieuev1.GuestAgentNone
+	return img
 }
 
 // Class returns a VMClass named name that every dev Provider offers: cpus and memoryMiB,
 // one 10 GiB disk of storage class fast-ssd and one NIC on network class prod-net.
 func Class(name string, cpus int32, memoryMiB int64) *banlieuev1.VMClass {
-	return &banlieuev1.VMClass{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: banlieuev1.VMClassSpec{
-			Hardware: banlieuev1.Hardware{CPUs: cpus, MemoryMiB: memoryMiB, Disks: []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast-ssd"}}},
-			Network:  banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod-net"}}},
-		},
-	}
-}
-
-// VirtualMachine returns a VirtualMachine of class and image, placed on the Providers
-// that carry providerLabels (any Provider when there are none).
-func VirtualMachine(namespace, name, class, image string, providerLabels map[string]string) *banlieuev1.VirtualMachine {
-	vm := &banlieuev1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: banlieuev1.VirtualMachineSpec{
-			ClassRef: banlieuev1.LocalObjectReference{Name: class},
-			ImageRef: banlieuev1.LocalObjectReference{Name: image},
-		},
-	}
-	if len(providerLabels) > 0 {
-		vm.Spec.Placement.ProviderSelector = &banlieuev1.LabelSelector{MatchLabels: providerLabels}
-	}
-	return vm
+	return builder.VMClass(name, builder.WithHardware(cpus, memoryMiB),
+		builder.WithDisks(banlieuev1.Disk{Name: "root", SizeGiB: 10, StorageClass: "fast-ssd"}),
+		builder.WithInterfaces(banlieuev1.Interface{Name: "eth0", NetworkClass: "prod-net"}))
 }
 
 func startLibvirt() (*libvirtd.Daemon, error) {
@@ -209,27 +187,23 @@ func VSphereObjects(vs *vspheresim.Simulator) []client.Object {
 	const name = "vcenter-dc1"
 	p := devProvider(name, "vsphere", "prod", simConnection(vs.URL.String(), name, vs.CACert),
 		map[string]string{"datastore": vspheresim.Datastore}, map[string]string{"network": vspheresim.Network},
-		map[string]string{"datacenter": vspheresim.Datacenter})
-	p.Spec.Capabilities.Features = []string{"efiSecureBoot"}
+		map[string]string{"datacenter": vspheresim.Datacenter}, builder.WithFeatures("efiSecureBoot"))
 	return []client.Object{devSecret(name, map[string]string{"username": vs.Username, "password": vs.Password}), p}
 }
 
 // devProvider is a Provider of class in ProviderNamespace, labelled for examples/ (dc1,
-// env) and offering its classes fast-ssd and prod-net on the given targets.
-func devProvider(name, class, env string, conn banlieuev1.Connection, storage, network, params map[string]string) *banlieuev1.Provider {
-	return &banlieuev1.Provider{
-		TypeMeta:   metav1.TypeMeta{APIVersion: banlieuev1.GroupVersion.String(), Kind: "Provider"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ProviderNamespace, Name: name, Labels: map[string]string{"dc": "dc1", "env": env, "backend": class}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: class},
-			Connection:       conn,
-			Capabilities: banlieuev1.Capabilities{
-				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast-ssd", Target: storage}},
-				NetworkClasses: []banlieuev1.ClassMapping{{Name: "prod-net", Target: network}},
-			},
-			Parameters: params,
-		},
-	}
+// env) and offering its classes fast-ssd and prod-net on the given targets, changed by
+// opts.
+func devProvider(name, class, env string, conn banlieuev1.Connection, storage, network, params map[string]string, opts ...func(*banlieuev1.Provider)) *banlieuev1.Provider {
+	p := builder.Provider(ProviderNamespace, name, class, append([]func(*banlieuev1.Provider){
+		builder.WithLabels(map[string]string{"dc": "dc1", "env": env, "backend": class}),
+		builder.WithConnection(conn),
+		builder.WithStorageClass("fast-ssd", storage),
+		builder.WithNetworkClass("prod-net", network),
+		builder.WithParameters(params),
+	}, opts...)...)
+	p.TypeMeta = metav1.TypeMeta{APIVersion: banlieuev1.GroupVersion.String(), Kind: "Provider"}
+	return p
 }
 
 // simConnection reaches a simulator at endpoint with the credentials Secret secret and
@@ -244,11 +218,9 @@ func simConnection(endpoint, secret string, ca []byte) banlieuev1.Connection {
 
 // devSecret is a credentials Secret in ProviderNamespace.
 func devSecret(name string, data map[string]string) *corev1.Secret {
-	return &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ProviderNamespace, Name: name},
-		StringData: data,
-	}
+	s := builder.Secret(ProviderNamespace, name, nil)
+	s.TypeMeta, s.StringData = metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, data
+	return s
 }
 
 // Manifest renders objs as a multi-document YAML manifest, without the empty fields

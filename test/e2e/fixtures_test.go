@@ -19,7 +19,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
-	"github.com/banlieue/banlieue/internal/devenv"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
@@ -105,85 +105,67 @@ func testMachineOptions() []providersdk.Option {
 	}
 }
 
-// vsphereProvider creates a Provider for the simulator vs, labelled for this test, with
-// its credentials Secret, and the storage and network classes the test classes use.
-func (f *fixture) vsphereProvider(vs *vspheretest.Simulator, mods ...func(*banlieuev1.Provider, *corev1.Secret)) *banlieuev1.Provider {
+// labels are the labels of the test's Providers, which its VMs select.
+func (f *fixture) labels() map[string]string { return map[string]string{"test": f.ns} }
+
+// vm creates a VirtualMachine placed by the test's label on its Providers.
+func (f *fixture) vm(name string, class *banlieuev1.VMClass, img *banlieuev1.VMImage, mods ...func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
 	f.t.Helper()
-	secret := vs.CredentialsSecret(f.ns, "vcenter")
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "vcenter", Labels: map[string]string{"test": f.ns}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: vsphere.ProviderClass},
-			Connection:       vs.Connection(secret.Name),
-			Capabilities: banlieuev1.Capabilities{
-				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast", Target: map[string]string{"datastore": vspheretest.Datastore}}},
-				NetworkClasses: []banlieuev1.ClassMapping{
-					{Name: "prod", Target: map[string]string{"network": vspheretest.Network}},
-					{Name: "backend", Target: map[string]string{"network": vspheretest.PortGroup}},
-				},
-			},
-			Parameters: map[string]string{"datacenter": vspheretest.Datacenter},
-		},
-	}
+	vm := builder.VirtualMachine(f.ns, name, class.Name, img.Name, append([]func(*banlieuev1.VirtualMachine){builder.WithProviderSelector(f.labels())}, mods...)...)
+	f.create(vm)
+	return vm
+}
+
+// provider creates p, labelled for this test, and its credentials Secret (none when
+// secret is nil), changed by mods first.
+func (f *fixture) provider(p *banlieuev1.Provider, secret *corev1.Secret, mods ...func(*banlieuev1.Provider, *corev1.Secret)) *banlieuev1.Provider {
+	f.t.Helper()
+	p.Labels = f.labels()
 	for _, m := range mods {
 		m(p, secret)
 	}
-	f.create(secret)
+	if secret != nil {
+		f.create(secret)
+	}
 	f.create(p)
 	return p
+}
+
+// vsphereProvider creates a Provider for the simulator vs with its credentials Secret,
+// and the storage and network classes the test classes use.
+func (f *fixture) vsphereProvider(vs *vspheretest.Simulator, mods ...func(*banlieuev1.Provider, *corev1.Secret)) *banlieuev1.Provider {
+	f.t.Helper()
+	secret := vs.CredentialsSecret(f.ns, "vcenter")
+	return f.provider(builder.Provider(f.ns, "vcenter", vsphere.ProviderClass,
+		builder.WithConnection(vs.Connection(secret.Name)),
+		builder.WithTestClasses("datastore", vspheretest.Datastore, "network", vspheretest.Network, vspheretest.PortGroup),
+		builder.WithParameters(map[string]string{"datacenter": vspheretest.Datacenter}),
+	), secret, mods...)
 }
 
 // class creates a VMClass: 2 CPUs, 2 GiB, a 20 GiB root disk and a 5 GiB data disk on
 // "fast", interfaces on "prod" and "backend".
 func (f *fixture) class(name string, mods ...func(*banlieuev1.VMClass)) *banlieuev1.VMClass {
 	f.t.Helper()
-	c := &banlieuev1.VMClass{
-		ObjectMeta: metav1.ObjectMeta{Name: f.name(name)},
-		Spec: banlieuev1.VMClassSpec{
-			Hardware: banlieuev1.Hardware{
-				CPUs: 2, MemoryMiB: 2048,
-				Disks: []banlieuev1.Disk{
-					{Name: "root", SizeGiB: 20, StorageClass: "fast"},
-					{Name: "data", SizeGiB: 5, StorageClass: "fast", Provisioning: banlieuev1.DiskProvisioningThick},
-				},
-			},
-			Network: banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}, {Name: "eth1", NetworkClass: "backend"}}},
-		},
-	}
-	for _, m := range mods {
-		m(c)
-	}
+	c := builder.VMClass(f.name(name), append([]func(*banlieuev1.VMClass){
+		builder.WithDisks(
+			banlieuev1.Disk{Name: "root", SizeGiB: 20, StorageClass: "fast"},
+			banlieuev1.Disk{Name: "data", SizeGiB: 5, StorageClass: "fast", Provisioning: banlieuev1.DiskProvisioningThick},
+		),
+		builder.WithInterfaces(banlieuev1.Interface{Name: "eth0", NetworkClass: "prod"}, banlieuev1.Interface{Name: "eth1", NetworkClass: "backend"}),
+	}, mods...)...)
 	f.create(c)
 	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), c) })
 	return c
 }
 
-// template is an image source: the template ref of a provider class.
-func template(class, ref string) banlieuev1.ImageSource {
-	return banlieuev1.ImageSource{ProviderClass: class, Kind: banlieuev1.ImageSourceTemplate, Ref: ref}
-}
-
 // image creates a VMImage with sources.
 func (f *fixture) image(name string, sources ...banlieuev1.ImageSource) *banlieuev1.VMImage {
 	f.t.Helper()
-	img := &banlieuev1.VMImage{
-		ObjectMeta: metav1.ObjectMeta{Name: f.name(name)},
-		Spec:       banlieuev1.VMImageSpec{Sources: sources},
-	}
+	img := builder.VMImage(f.name(name), sources...)
 	f.create(img)
 	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), img) })
 	return img
-}
-
-// vm creates a VirtualMachine placed by the test's label on its Providers.
-func (f *fixture) vm(name string, class *banlieuev1.VMClass, img *banlieuev1.VMImage, mods ...func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
-	f.t.Helper()
-	vm := devenv.VirtualMachine(f.ns, name, class.Name, img.Name, map[string]string{"test": f.ns})
-	for _, m := range mods {
-		m(vm)
-	}
-	f.create(vm)
-	return vm
 }
 
 // eventually re-reads o until check passes.

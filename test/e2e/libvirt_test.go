@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/sim/libvirtd"
@@ -50,23 +51,11 @@ func libvirtConfig() providersdk.Config {
 // any host) with the test classes' pool and network.
 func (f *fixture) libvirtProvider(d *libvirtd.Daemon) *banlieuev1.Provider {
 	f.t.Helper()
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "kvm", Labels: map[string]string{"test": f.ns}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: libvirt.ProviderClass},
-			Connection:       banlieuev1.Connection{Endpoint: d.QEMUURI()},
-			Capabilities: banlieuev1.Capabilities{
-				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast", Target: map[string]string{libvirt.TargetPool: lvPool}}},
-				NetworkClasses: []banlieuev1.ClassMapping{
-					{Name: "prod", Target: map[string]string{libvirt.TargetNetwork: lvNetwork}},
-					{Name: "backend", Target: map[string]string{libvirt.TargetNetwork: lvNetwork}},
-				},
-			},
-			Parameters: map[string]string{libvirt.ParamPool: lvPool, libvirt.ParamDomainType: "qemu"},
-		},
-	}
-	f.create(p)
-	return p
+	return f.provider(builder.Provider(f.ns, "kvm", libvirt.ProviderClass,
+		builder.WithConnection(banlieuev1.Connection{Endpoint: d.QEMUURI()}),
+		builder.WithTestClasses(libvirt.TargetPool, lvPool, libvirt.TargetNetwork, lvNetwork, lvNetwork),
+		builder.WithParameters(map[string]string{libvirt.ParamPool: lvPool, libvirt.ParamDomainType: "qemu"}),
+	), nil)
 }
 
 // domains lists the names of the daemon's domains.
@@ -108,7 +97,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnLibvirt(t *testing.T) {
 	f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: ")) }, 30*time.Second)
 
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": "#cloud-config\n"}})
-	img := f.image("jammy", banlieuev1.ImageSource{ProviderClass: libvirt.ProviderClass, Kind: banlieuev1.ImageSourceBackingFile, Ref: lvPool + "/" + lvImage})
+	img := f.image("jammy", builder.BackingFile(libvirt.ProviderClass, lvPool+"/"+lvImage))
 	vm := f.vm("web-1", f.class("small"), img, func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
 	})
@@ -139,7 +128,7 @@ func TestALibvirtdThatGoesAwayIsReportedAndRecovers(t *testing.T) {
 	d := startLibvirtd(t)
 	f.startProvider(libvirtConfig())
 	p := f.libvirtProvider(d)
-	img := f.image("jammy", banlieuev1.ImageSource{ProviderClass: libvirt.ProviderClass, Kind: banlieuev1.ImageSourceBackingFile, Ref: lvPool + "/" + lvImage})
+	img := f.image("jammy", builder.BackingFile(libvirt.ProviderClass, lvPool+"/"+lvImage))
 	vm := f.vm("web-1", f.class("small"), img)
 	f.eventually(vm, func(g Gomega) { g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/")) }, 90*time.Second)
 

@@ -21,6 +21,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
@@ -51,27 +52,11 @@ func proxmoxConfig(pve *proxmoxtest.Simulator) providersdk.Config {
 func (f *fixture) proxmoxProvider(pve *proxmoxtest.Simulator, mods ...func(*banlieuev1.Provider, *corev1.Secret)) *banlieuev1.Provider {
 	f.t.Helper()
 	secret := pve.TokenCredentialsSecret(f.ns, "pve")
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pve", Labels: map[string]string{"test": f.ns}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: proxmox.ProviderClass},
-			Connection:       pve.Connection(secret.Name),
-			Capabilities: banlieuev1.Capabilities{
-				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast", Target: map[string]string{"storage": proxmoxtest.Storage}}},
-				NetworkClasses: []banlieuev1.ClassMapping{
-					{Name: "prod", Target: map[string]string{"bridge": proxmoxtest.Bridge}},
-					{Name: "backend", Target: map[string]string{"bridge": "vmbr1"}},
-				},
-			},
-			Parameters: map[string]string{"node": proxmoxtest.Node1},
-		},
-	}
-	for _, m := range mods {
-		m(p, secret)
-	}
-	f.create(secret)
-	f.create(p)
-	return p
+	return f.provider(builder.Provider(f.ns, "pve", proxmox.ProviderClass,
+		builder.WithConnection(pve.Connection(secret.Name)),
+		builder.WithTestClasses("storage", proxmoxtest.Storage, "bridge", proxmoxtest.Bridge, "vmbr1"),
+		builder.WithParameters(map[string]string{"node": proxmoxtest.Node1}),
+	), secret, mods...)
 }
 
 // vmid is the Proxmox VMID of the VM's machine, once the provider has reported it.
@@ -101,7 +86,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	userData := "#cloud-config\nhostname: web-1\n"
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": userData}})
 	class := f.class("small")
-	vm := f.vm("web-1", class, f.image("ubuntu", template(proxmox.ProviderClass, proxmoxtest.TemplateName)), func(vm *banlieuev1.VirtualMachine) {
+	vm := f.vm("web-1", class, f.image("ubuntu", builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName)), func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
 	})
 	f.eventually(vm, func(g Gomega) {
@@ -187,7 +172,7 @@ func TestAFailedProxmoxCloneIsReportedThenRetried(t *testing.T) {
 	c.MachineOptions = append(c.MachineOptions, providersdk.WithUnreachableBackoff(3*time.Second, 5*time.Second))
 	f.startProvider(c)
 	f.proxmoxProvider(pve)
-	vm := f.vm("web-1", f.class("small"), f.image("ubuntu", template(proxmox.ProviderClass, proxmoxtest.TemplateName)))
+	vm := f.vm("web-1", f.class("small"), f.image("ubuntu", builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName)))
 	f.eventually(vm, func(g Gomega) {
 		g.Expect(conditionOf(vm.Status.Conditions, "InfrastructureReady")).To(And(HavePrefix("False/TaskFailed: "), ContainSubstring("storage 'local-lvm' is full")))
 	}, 30*time.Second)
@@ -204,7 +189,7 @@ func TestTwentyVMsCreatedAtOnceGetTwentyVMIDs(t *testing.T) {
 		c.Spec.Hardware.Disks = []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast"}}
 		c.Spec.Network.Interfaces = []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}}
 	})
-	img := f.image("ubuntu", template(proxmox.ProviderClass, proxmoxtest.TemplateName))
+	img := f.image("ubuntu", builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName))
 	vms := make([]*banlieuev1.VirtualMachine, 20)
 	for i := range vms {
 		vms[i] = f.vm(fmt.Sprintf("vm-%02d", i), class, img)

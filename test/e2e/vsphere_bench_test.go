@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
@@ -47,7 +48,7 @@ func BenchmarkVSphereVMsToReady(b *testing.B) {
 			c.Spec.Hardware.Disks = []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast"}}
 			c.Spec.Network.Interfaces = []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}}
 		})
-		img := f.image("ubuntu", template(vsphere.ProviderClass, vspheretest.TemplateName))
+		img := f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName))
 		f.eventually(img, func(g Gomega) { g.Expect(img.Status.PerProvider).NotTo(BeEmpty()) }, 30*time.Second)
 
 		callsBefore, writesBefore := backendCalls(), apiWrites(f)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
@@ -70,7 +71,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": "#cloud-config\nhostname: web-1\n"}})
 	class := f.class("small")
-	img := f.image("ubuntu", template(vsphere.ProviderClass, vspheretest.TemplateName))
+	img := f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName))
 	vm := f.vm("web-1", class, img, func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
 	})
@@ -142,7 +143,7 @@ func TestAMissingTemplateKeepsTheVMUnscheduledAndSaysWhy(t *testing.T) {
 	vs := vspheretest.Start(t)
 	f.startProvider(vsphereConfig(nil))
 	p := f.vsphereProvider(vs)
-	img := f.image("gone", template(vsphere.ProviderClass, "no-such-template"))
+	img := f.image("gone", builder.Template(vsphere.ProviderClass, "no-such-template"))
 	f.eventually(img, func(g Gomega) {
 		row := img.ProviderStatus(p.Namespace, p.Name)
 		g.Expect(row).NotTo(BeNil())
@@ -186,7 +187,7 @@ func TestAVCenterThatGoesAwayIsReportedAndRecovers(t *testing.T) {
 	vs := vspheretest.Start(t)
 	f.startProvider(vsphereConfig(nil))
 	p := f.vsphereProvider(vs)
-	vm := f.vm("web-1", f.class("small"), f.image("ubuntu", template(vsphere.ProviderClass, vspheretest.TemplateName)))
+	vm := f.vm("web-1", f.class("small"), f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName)))
 	f.eventually(vm, func(g Gomega) { g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/")) }, 60*time.Second)
 
 	vs.Stop()
@@ -250,7 +251,7 @@ func TestAProviderKilledMidCloneAdoptsItsVMOnRestart(t *testing.T) {
 	})
 	stopFirst := f.startProvider(vsphereConfig(dying))
 	f.vsphereProvider(vs)
-	vm := f.vm("web-1", f.class("small"), f.image("ubuntu", template(vsphere.ProviderClass, vspheretest.TemplateName)))
+	vm := f.vm("web-1", f.class("small"), f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName)))
 	select {
 	case <-killed:
 	case <-time.After(60 * time.Second):
@@ -285,7 +286,7 @@ func TestFiftyVMsShareOneVCenterSession(t *testing.T) {
 		c.Spec.Hardware.Disks = []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast"}}
 		c.Spec.Network.Interfaces = []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}}
 	})
-	img := f.image("ubuntu", template(vsphere.ProviderClass, vspheretest.TemplateName))
+	img := f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName))
 	vms := make([]*banlieuev1.VirtualMachine, 50)
 	for i := range vms {
 		vms[i] = f.vm("vm-"+string(rune('a'+i/26))+string(rune('a'+i%26)), class, img)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/internal/devenv"
 	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/providers/proxmox"
@@ -151,7 +152,7 @@ func (r *rig) fleetObjects() []client.Object {
 // Proxmox, so that a Proxmox Provider being deleted has somewhere to move them, and
 // every fourth is powered off.
 func (r *rig) newVM(i int) *banlieuev1.VirtualMachine {
-	vm := devenv.VirtualMachine(namespace, fmt.Sprintf("vm-%03d", i), className, imageName, nil)
+	vm := builder.VirtualMachine(namespace, fmt.Sprintf("vm-%03d", i), className, imageName)
 	sel := &banlieuev1.LabelSelector{}
 	if i < r.size.LibvirtVMs {
 		sel.MatchLabels = map[string]string{"backend": libvirt.ProviderClass}

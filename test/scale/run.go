@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/internal/devenv"
 	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/providers/proxmox"
@@ -395,7 +396,7 @@ func (b *bench) shares() string {
 func (b *bench) vms() []*banlieuev1.VirtualMachine {
 	var vms []*banlieuev1.VirtualMachine
 	for i, be := range b.interleaved() {
-		vm := devenv.VirtualMachine(namespace, fmt.Sprintf("vm-%05d", i), className, imageName, map[string]string{backendLabel: be.class})
+		vm := builder.VirtualMachine(namespace, fmt.Sprintf("vm-%05d", i), className, imageName, builder.WithProviderSelector(map[string]string{backendLabel: be.class}))
 		vm.Labels = map[string]string{backendLabel: be.class}
 		if be.powerOff {
 			vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff

@@ -22,8 +22,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
-	"github.com/banlieue/banlieue/internal/devenv"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
@@ -183,10 +183,13 @@ func (w *world) create(o client.Object) {
 // name makes a cluster-scoped name unique to the row.
 func (w *world) name(n string) string { return w.ns + "-" + n }
 
+// labels are the labels of the row's Providers, which its VMs select.
+func (w *world) labels() map[string]string { return map[string]string{"test": w.ns} }
+
 // secret creates a Secret in the row's namespace.
 func (w *world) secret(name string, data map[string][]byte) *corev1.Secret {
 	w.t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Data: data}
+	s := builder.Secret(w.ns, name, data)
 	w.create(s)
 	return s
 }
@@ -195,9 +198,11 @@ func (w *world) secret(name string, data map[string][]byte) *corev1.Secret {
 // mod that sets the Secret's name to "" keeps it from being created.
 type providerMod func(*banlieuev1.Provider, *corev1.Secret)
 
-// provider creates p and its credentials Secret s, changed by mods.
+// provider creates p, labelled for the row, and its credentials Secret s, changed by
+// mods.
 func (w *world) provider(p *banlieuev1.Provider, s *corev1.Secret, mods ...providerMod) *banlieuev1.Provider {
 	w.t.Helper()
+	p.Labels = w.labels()
 	for _, m := range mods {
 		m(p, s)
 	}
@@ -218,21 +223,9 @@ func (w *world) provider(p *banlieuev1.Provider, s *corev1.Secret, mods ...provi
 func (w *world) vsphereProvider(mods ...providerMod) *banlieuev1.Provider {
 	w.t.Helper()
 	s := w.vs.CredentialsSecret(w.ns, "vcenter")
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "vcenter", Labels: map[string]string{"test": w.ns}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: vsphere.ProviderClass},
-			Connection:       w.vs.Connection(s.Name),
-			Capabilities: banlieuev1.Capabilities{
-				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast", Target: map[string]string{"datastore": vspheretest.Datastore}}},
-				NetworkClasses: []banlieuev1.ClassMapping{
-					{Name: "prod", Target: map[string]string{"network": vspheretest.Network}},
-					{Name: "backend", Target: map[string]string{"network": vspheretest.PortGroup}},
-				},
-			},
-			Parameters: map[string]string{"datacenter": vspheretest.Datacenter},
-		},
-	}
+	p := builder.Provider(w.ns, "vcenter", vsphere.ProviderClass, builder.WithConnection(w.vs.Connection(s.Name)),
+		builder.WithTestClasses("datastore", vspheretest.Datastore, "network", vspheretest.Network, vspheretest.PortGroup),
+		builder.WithParameters(map[string]string{"datacenter": vspheretest.Datacenter}))
 	return w.provider(p, s, mods...)
 }
 
@@ -241,38 +234,17 @@ func (w *world) vsphereProvider(mods ...providerMod) *banlieuev1.Provider {
 func (w *world) proxmoxProvider(mods ...providerMod) *banlieuev1.Provider {
 	w.t.Helper()
 	s := w.pve.TokenCredentialsSecret(w.ns, "pve")
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "pve", Labels: map[string]string{"test": w.ns}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: proxmox.ProviderClass},
-			Connection:       w.pve.Connection(s.Name),
-			Capabilities: banlieuev1.Capabilities{
-				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast", Target: map[string]string{"storage": proxmoxtest.Storage}}},
-				NetworkClasses: []banlieuev1.ClassMapping{
-					{Name: "prod", Target: map[string]string{"bridge": proxmoxtest.Bridge}},
-					{Name: "backend", Target: map[string]string{"bridge": "vmbr1"}},
-				},
-			},
-			Parameters: map[string]string{"node": proxmoxtest.Node1},
-		},
-	}
+	p := builder.Provider(w.ns, "pve", proxmox.ProviderClass, builder.WithConnection(w.pve.Connection(s.Name)),
+		builder.WithTestClasses("storage", proxmoxtest.Storage, "bridge", proxmoxtest.Bridge, "vmbr1"),
+		builder.WithParameters(map[string]string{"node": proxmoxtest.Node1}))
 	return w.provider(p, s, mods...)
 }
 
-// class creates a VMClass: 2 CPUs, 2 GiB, a 20 GiB root disk on fast, an interface on
-// prod.
+// class creates the row's VMClass: the builder's 2 CPUs, 2 GiB, 20 GiB root disk on fast
+// and interface on prod, changed by mods.
 func (w *world) class(mods ...func(*banlieuev1.VMClass)) *banlieuev1.VMClass {
 	w.t.Helper()
-	c := &banlieuev1.VMClass{
-		ObjectMeta: metav1.ObjectMeta{Name: w.name("small")},
-		Spec: banlieuev1.VMClassSpec{
-			Hardware: banlieuev1.Hardware{CPUs: 2, MemoryMiB: 2048, Disks: []banlieuev1.Disk{{Name: "root", SizeGiB: 20, StorageClass: "fast"}}},
-			Network:  banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}}},
-		},
-	}
-	for _, m := range mods {
-		m(c)
-	}
+	c := builder.VMClass(w.name("small"), mods...)
 	w.create(c)
 	return c
 }
@@ -288,11 +260,11 @@ func (w *world) imageNamed(name string, sources ...banlieuev1.ImageSource) *banl
 	w.t.Helper()
 	if len(sources) == 0 {
 		sources = []banlieuev1.ImageSource{
-			{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: vspheretest.TemplateName},
-			{ProviderClass: proxmox.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: proxmoxtest.TemplateName},
+			builder.Template(vsphere.ProviderClass, vspheretest.TemplateName),
+			builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName),
 		}
 	}
-	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: banlieuev1.VMImageSpec{Sources: sources}}
+	img := builder.VMImage(name, sources...)
 	w.create(img)
 	return img
 }
@@ -300,20 +272,9 @@ func (w *world) imageNamed(name string, sources ...banlieuev1.ImageSource) *banl
 // vm creates a VirtualMachine of class and image that selects the row's Providers.
 func (w *world) vm(name string, class *banlieuev1.VMClass, img *banlieuev1.VMImage, mods ...func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
 	w.t.Helper()
-	vm := devenv.VirtualMachine(w.ns, name, class.Name, img.Name, map[string]string{"test": w.ns})
-	for _, m := range mods {
-		m(vm)
-	}
+	vm := builder.VirtualMachine(w.ns, name, class.Name, img.Name, append([]func(*banlieuev1.VirtualMachine){builder.WithProviderSelector(w.labels())}, mods...)...)
 	w.create(vm)
 	return vm
-}
-
-// withUserData makes a VM read its user data from the Secret name, under key ("" for
-// the default).
-func withUserData(name, key string) func(*banlieuev1.VirtualMachine) {
-	return func(vm *banlieuev1.VirtualMachine) {
-		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: name}, Key: key}
-	}
 }
 
 // ready waits until the Provider p is Ready, so that a row's VM is placed on it rather

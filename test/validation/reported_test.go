@@ -22,6 +22,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
@@ -253,7 +254,7 @@ var reportedCases = []reportedCase{
 		name: "A VM whose image has no source for the class of the only Provider it selects has NoCandidate.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.vsphereProvider())
-			img := w.image(banlieuev1.ImageSource{ProviderClass: "libvirt", Kind: banlieuev1.ImageSourceBackingFile, Ref: "default/jammy.qcow2"})
+			img := w.image(builder.BackingFile("libvirt", "default/jammy.qcow2"))
 			return w.vm("web-1", w.class(), img)
 		},
 		condition: banlieuev1.VirtualMachineScheduledCondition, status: metav1.ConditionFalse, reason: banlieuev1.VirtualMachineNoCandidateReason,
@@ -264,7 +265,7 @@ var reportedCases = []reportedCase{
 		arrange: func(w *world) client.Object {
 			p := w.vsphereProvider()
 			w.ready(p)
-			img := w.image(banlieuev1.ImageSource{ProviderClass: vsphere.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: "no-such-template"})
+			img := w.image(builder.Template(vsphere.ProviderClass, "no-such-template"))
 			w.resolved(img, p)
 			return w.vm("web-1", w.class(), img)
 		},
@@ -389,7 +390,7 @@ var reportedCases = []reportedCase{
 		name: "A VM whose user-data Secret does not exist is not provisioned: UserDataNotFound.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.vsphereProvider())
-			return w.vm("web-1", w.class(), w.image(), withUserData("cloud-init", ""))
+			return w.vm("web-1", w.class(), w.image(), builder.WithUserData("cloud-init", ""))
 		},
 		condition: banlieuev1.VirtualMachineInfrastructureReadyCondition, status: metav1.ConditionFalse, reason: infrav1.MachineUserDataNotFoundReason,
 		message: []string{"/cloud-init"},
@@ -400,7 +401,7 @@ var reportedCases = []reportedCase{
 		arrange: func(w *world) client.Object {
 			w.ready(w.proxmoxProvider())
 			w.secret("cloud-init", map[string][]byte{"userdata": []byte("#cloud-config\n")})
-			return w.vm("web-1", w.class(), w.image(), withUserData("cloud-init", ""))
+			return w.vm("web-1", w.class(), w.image(), builder.WithUserData("cloud-init", ""))
 		},
 		condition: banlieuev1.VirtualMachineInfrastructureReadyCondition, status: metav1.ConditionFalse, reason: infrav1.MachineUserDataNotFoundReason,
 		message: []string{"/cloud-init", `has no key "user-data"`},
@@ -410,7 +411,7 @@ var reportedCases = []reportedCase{
 		arrange: func(w *world) client.Object {
 			w.ready(w.vsphereProvider())
 			w.secret("cloud-init", map[string][]byte{userDataKey: oneMiBUserData()})
-			return w.vm("web-1", w.class(), w.image(), withUserData("cloud-init", ""))
+			return w.vm("web-1", w.class(), w.image(), builder.WithUserData("cloud-init", ""))
 		},
 		condition: banlieuev1.VirtualMachineInfrastructureReadyCondition, status: metav1.ConditionFalse, reason: infrav1.MachineUserDataTooLargeReason,
 		message: []string{"/cloud-init", "guestinfo", "gzip"},
@@ -421,7 +422,7 @@ var reportedCases = []reportedCase{
 		arrange: func(w *world) client.Object {
 			w.ready(w.proxmoxProvider())
 			w.secret("cloud-init", map[string][]byte{userDataKey: oneMiBUserData()})
-			return w.vm("web-1", w.class(), w.image(), withUserData("cloud-init", ""))
+			return w.vm("web-1", w.class(), w.image(), builder.WithUserData("cloud-init", ""))
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionTrue, reason: banlieuev1.VirtualMachineRunningReason,
 		then: func(g Gomega, w *world, obj client.Object) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/test/provider"
 	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
 )
@@ -53,60 +54,32 @@ func (f *fixture) create(o client.Object) {
 // name makes a cluster-scoped name unique to this test.
 func (f *fixture) name(n string) string { return f.ns + "-" + n }
 
+// class creates a VMClass of 2 CPUs and 4096 MiB with the builder's root disk and
+// interface, changed by mods.
 func (f *fixture) class(name string, mods ...func(*banlieuev1.VMClass)) *banlieuev1.VMClass {
-	c := &banlieuev1.VMClass{
-		ObjectMeta: metav1.ObjectMeta{Name: f.name(name)},
-		Spec: banlieuev1.VMClassSpec{
-			Hardware: banlieuev1.Hardware{CPUs: 2, MemoryMiB: 4096, Disks: []banlieuev1.Disk{{Name: "root", SizeGiB: 20, StorageClass: "fast"}}},
-			Network:  banlieuev1.Network{Interfaces: []banlieuev1.Interface{{Name: "eth0", NetworkClass: "prod"}}},
-		},
-	}
-	for _, m := range mods {
-		m(c)
-	}
+	c := builder.VMClass(f.name(name), append([]func(*banlieuev1.VMClass){builder.WithHardware(2, 4096)}, mods...)...)
 	f.create(c)
 	return c
 }
 
+// image creates a Linux (Ubuntu 22.04) VMImage from the test provider class's template.
 func (f *fixture) image(name string) *banlieuev1.VMImage {
-	i := &banlieuev1.VMImage{
-		ObjectMeta: metav1.ObjectMeta{Name: f.name(name)},
-		Spec: banlieuev1.VMImageSpec{
-			OSFamily: "linux", OSDistribution: "ubuntu", OSVersion: "22.04",
-			Sources: []banlieuev1.ImageSource{{ProviderClass: provider.ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-tpl"}},
-		},
-	}
+	i := builder.VMImage(f.name(name), builder.Template(provider.ProviderClass, "ubuntu-tpl"))
+	i.Spec.OSFamily, i.Spec.OSDistribution, i.Spec.OSVersion = "linux", "ubuntu", "22.04"
 	f.create(i)
 	return i
-}
-
-// fd is a failure domain with labels given as key, value pairs.
-func fd(name string, kv ...string) banlieuev1.FailureDomain {
-	d := banlieuev1.FailureDomain{Name: name, Labels: map[string]string{}}
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.Labels[kv[i]] = kv[i+1]
-	}
-	return d
 }
 
 // provider creates a Ready Provider of the test class in the fixture's namespace, with
 // its status written as its provider controller would.
 func (f *fixture) provider(name string, domains []banlieuev1.FailureDomain, mods ...func(*banlieuev1.Provider)) *banlieuev1.Provider {
 	f.t.Helper()
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: map[string]string{"suite": f.ns, "name": name}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: provider.ProviderClass},
-			Connection:       banlieuev1.Connection{Endpoint: "test://" + name},
-			Capabilities: banlieuev1.Capabilities{
-				StorageClasses: []banlieuev1.ClassMapping{{Name: "fast", Target: map[string]string{"datastore": "ds-" + name}}},
-				NetworkClasses: []banlieuev1.ClassMapping{{Name: "prod", Target: map[string]string{"portgroup": "pg-" + name}}},
-			},
-		},
-	}
-	for _, m := range mods {
-		m(p)
-	}
+	p := builder.Provider(f.ns, name, provider.ProviderClass, append([]func(*banlieuev1.Provider){
+		builder.WithLabels(map[string]string{"suite": f.ns, "name": name}),
+		builder.WithConnection(banlieuev1.Connection{Endpoint: "test://" + name}),
+		builder.WithStorageClass("fast", map[string]string{"datastore": "ds-" + name}),
+		builder.WithNetworkClass("prod", map[string]string{"portgroup": "pg-" + name}),
+	}, mods...)...)
 	status := p.Status
 	f.create(p)
 	p.Status = status
@@ -128,16 +101,8 @@ func (f *fixture) provider(name string, domains []banlieuev1.FailureDomain, mods
 // vm creates a VM of class and image that selects this fixture's Providers.
 func (f *fixture) vm(name string, class *banlieuev1.VMClass, image *banlieuev1.VMImage, mods ...func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
 	f.t.Helper()
-	vm := &banlieuev1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: map[string]string{"app": "db"}},
-		Spec: banlieuev1.VirtualMachineSpec{
-			ClassRef: banlieuev1.LocalObjectReference{Name: class.Name},
-			ImageRef: banlieuev1.LocalObjectReference{Name: image.Name},
-			Placement: banlieuev1.Placement{
-				ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"suite": f.ns}},
-			},
-		},
-	}
+	vm := builder.VirtualMachine(f.ns, name, class.Name, image.Name, builder.WithProviderSelector(map[string]string{"suite": f.ns}))
+	vm.Labels = map[string]string{"app": "db"}
 	for _, m := range mods {
 		m(vm)
 	}

@@ -14,6 +14,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/test/provider"
 	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
 )
@@ -25,7 +26,7 @@ func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
 		c.Spec.Hardware.Disks = append(c.Spec.Hardware.Disks, banlieuev1.Disk{Name: "data", SizeGiB: 100, StorageClass: "fast", Provisioning: banlieuev1.DiskProvisioningThick})
 	})
 	image := f.image("ubuntu")
-	f.provider("p1", []banlieuev1.FailureDomain{fd("fd-a", "zone", "a")})
+	f.provider("p1", []banlieuev1.FailureDomain{builder.FailureDomain("fd-a", "zone", "a")})
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": "#cloud-config\n"}})
 	secretRef := &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}, Key: "user-data"}
 	f.vm("web", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.UserData = secretRef })
@@ -219,7 +220,7 @@ func TestNamespaceSelectorAdmitsOnlyMatchingNamespaces(t *testing.T) {
 func TestFailureDomainSelector(t *testing.T) {
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")
-	f.provider("p1", []banlieuev1.FailureDomain{fd("fd-a", "zone", "a"), fd("fd-b", "zone", "b")})
+	f.provider("p1", []banlieuev1.FailureDomain{builder.FailureDomain("fd-a", "zone", "a"), builder.FailureDomain("fd-b", "zone", "b")})
 	f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.Placement.FailureDomainSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"zone": "b"}}
 	})
@@ -230,7 +231,7 @@ func TestRequiredAntiAffinityComparesTopologyValuesAndExcludesTheVMItself(t *tes
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")
 	// fd-a1 and fd-a2 share zone a; fd-b is alone in zone b.
-	f.provider("p1", []banlieuev1.FailureDomain{fd("fd-a1", "zone", "a"), fd("fd-a2", "zone", "a"), fd("fd-b", "zone", "b")})
+	f.provider("p1", []banlieuev1.FailureDomain{builder.FailureDomain("fd-a1", "zone", "a"), builder.FailureDomain("fd-a2", "zone", "a"), builder.FailureDomain("fd-b", "zone", "b")})
 	anti := func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.Placement.AntiAffinity = []banlieuev1.AntiAffinityTerm{{
 			TopologyKey: "zone", Mode: banlieuev1.AntiAffinityRequired,
@@ -261,7 +262,7 @@ func TestRequiredAntiAffinityComparesTopologyValuesAndExcludesTheVMItself(t *tes
 func TestPreferredAntiAffinityAndSpreadAcrossFailureDomains(t *testing.T) {
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")
-	f.provider("p1", []banlieuev1.FailureDomain{fd("fd-a", "host", "h1"), fd("fd-b", "host", "h2")})
+	f.provider("p1", []banlieuev1.FailureDomain{builder.FailureDomain("fd-a", "host", "h1"), builder.FailureDomain("fd-b", "host", "h2")})
 	pref := func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.Placement.AntiAffinity = []banlieuev1.AntiAffinityTerm{{
 			TopologyKey: "host", Mode: banlieuev1.AntiAffinityPreferred,
@@ -278,7 +279,7 @@ func TestPreferredAntiAffinityAndSpreadAcrossFailureDomains(t *testing.T) {
 	// Without anti-affinity, VMs spread to the failure domain with the fewest VMs.
 	g := newFixture(t)
 	gc, gi := g.class("c"), g.image("i")
-	g.provider("p1", []banlieuev1.FailureDomain{fd("fd-a"), fd("fd-b"), fd("fd-c")})
+	g.provider("p1", []banlieuev1.FailureDomain{builder.FailureDomain("fd-a"), builder.FailureDomain("fd-b"), builder.FailureDomain("fd-c")})
 	for _, n := range []string{"s1", "s2", "s3"} {
 		g.vm(n, gc, gi, func(vm *banlieuev1.VirtualMachine) { vm.Labels = nil })
 		g.eventuallyVM(n, func(gm Gomega, vm *banlieuev1.VirtualMachine) { gm.Expect(vm.Status.Scheduled).NotTo(BeNil()) })

@@ -346,11 +346,12 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) 
 	if src == nil {
 		return fmt.Sprintf("image %s has no source for provider class %q", req.Image.Name, class)
 	}
-	if row := pr.rows[providerKey{p.Namespace, p.Name}]; placed {
-		// An image that stops being ready does not move the VMs already made from it.
-	} else if row != nil && !ptr.Deref(row.Ready, false) {
+	// An image that stops being ready does not move the VMs already made from it.
+	switch row := pr.rows[providerKey{p.Namespace, p.Name}]; {
+	case placed:
+	case row != nil && !ptr.Deref(row.Ready, false):
 		return fmt.Sprintf("image %s is not ready here: %s", req.Image.Name, cmp.Or(row.Message, row.Reason, "no reason given"))
-	} else if row == nil && src.Kind == banlieuev1.ImageSourceURL {
+	case row == nil && src.Kind == banlieuev1.ImageSourceURL:
 		return fmt.Sprintf("image %s has not been imported here yet", req.Image.Name)
 	}
 	for _, d := range req.Class.Spec.Hardware.Disks {

@@ -44,7 +44,7 @@ func benchInputs(c benchCase) (*Scheduler, *Request, LoadFunc) {
 			Firmware: banlieuev1.FirmwareEFISecure,
 		},
 	}
-	var providers []*banlieuev1.Provider
+	providers := make([]*banlieuev1.Provider, 0, c.providers)
 	for i := range c.providers {
 		p := &banlieuev1.Provider{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: fmt.Sprintf("p-%04d", i), Labels: map[string]string{"env": "prod"}},
@@ -110,7 +110,8 @@ func BenchmarkSchedule(b *testing.B) {
 		group string
 		c     benchCase
 	}
-	runs := []run{{"headline", headline}}
+	runs := make([]run, 0, 10)
+	runs = append(runs, run{"headline", headline})
 	for _, n := range []int{10, 100, 1000} {
 		runs = append(runs, run{"providers", benchCase{n, headline.domains, headline.vms}})
 	}

@@ -198,7 +198,7 @@ func pairs(kv ...string) map[string]string {
 }
 
 func mappings(names []string) []banlieuev1.ClassMapping {
-	var out []banlieuev1.ClassMapping
+	out := make([]banlieuev1.ClassMapping, 0, len(names))
 	for _, n := range names {
 		out = append(out, banlieuev1.ClassMapping{Name: n})
 	}
@@ -791,14 +791,14 @@ func TestValidate(t *testing.T) {
 
 func TestMessage(t *testing.T) {
 	many := func(n int) []Rejection {
-		var out []Rejection
+		out := make([]Rejection, 0, n)
 		for i := range n {
 			out = append(out, Rejection{Provider: fmt.Sprintf("infra/p-%02d", i), Reason: "paused"})
 		}
 		return out
 	}
 	joined := func(n int) string {
-		var parts []string
+		parts := make([]string, 0, n)
 		for i := range n {
 			parts = append(parts, fmt.Sprintf("infra/p-%02d: paused", i))
 		}

@@ -55,7 +55,7 @@ func TestMemcloudConforms(t *testing.T) {
 		Snapshot: func(*testing.T) string {
 			lab.mu.Lock()
 			defer lab.mu.Unlock()
-			var out []string
+			out := make([]string, 0, len(lab.vms)+len(lab.tasks))
 			for _, vm := range lab.vms {
 				out = append(out, fmt.Sprintf("%+v", *vm))
 			}

@@ -108,7 +108,7 @@ func TestAReportedGuestIsLookedAtOnlyForAShortWindow(t *testing.T) {
 			r := providersdk.NewReconciler(k8s, testMachineGVK, newGuests().driver(tt.reporting), providersdk.WithFinalizer(provider.Finalizer),
 				providersdk.WithGuestWindow(time.Second, 2*time.Second, 2), providersdk.WithGuestBackoff(3*time.Second, time.Minute, 3))
 			m := e.machine("web")
-			var afters []time.Duration
+			afters := make([]time.Duration, 0, 4)
 			for range 4 {
 				afters = append(afters, e.mustReconcile(r, m).RequeueAfter)
 			}
@@ -188,7 +188,7 @@ func TestAMachineWokenByTheProviderGetsItsAddressWithoutLooksInBetween(t *testin
 	})
 
 	m := e.machine("web")
-	eventually(t, 10*time.Second, "the machine is Ready", func() bool {
+	eventually(t, "the machine is Ready", func() bool {
 		got := e.get(m)
 		return readyOf(got).Status == "True" && got.Spec.ProviderID != ""
 	})
@@ -206,7 +206,7 @@ func TestAMachineWokenByTheProviderGetsItsAddressWithoutLooksInBetween(t *testin
 	}
 
 	g.setAddress("web", "192.0.2.7")
-	eventually(t, 10*time.Second, "the machine has its address", func() bool {
+	eventually(t, "the machine has its address", func() bool {
 		got := e.get(m)
 		return len(got.Status.Addresses) == 1 && got.Status.Addresses[0].Address == "192.0.2.7"
 	})
@@ -222,9 +222,10 @@ func TestAMachineWokenByTheProviderGetsItsAddressWithoutLooksInBetween(t *testin
 	}
 }
 
-// eventually polls cond until it holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// eventually polls cond until it holds, failing the test after ten seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	const timeout = 10 * time.Second
 	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting until %s", timeout, what)

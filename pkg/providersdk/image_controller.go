@@ -111,11 +111,7 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if ptr.Deref(p.Spec.Paused, false) || !providerReady(p) {
 			continue // the Provider's turning Ready enqueues the image again
 		}
-		row, next, err := r.resolve(ctx, img, src, p)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
+		row, next := r.resolve(ctx, img, src, p)
 		if row != nil {
 			errs = append(errs, r.apply(ctx, img, p, row))
 		}
@@ -135,7 +131,7 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // resolve asks the Provider's backend about the image. It returns the row to write
 // (nil to keep the current one, as while the backend is unreachable) and when to look
 // again.
-func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, src *banlieuev1.ImageSource, p *banlieuev1.Provider) (*banlieuev1.ImageProviderStatus, time.Duration, error) {
+func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, src *banlieuev1.ImageSource, p *banlieuev1.Provider) (*banlieuev1.ImageProviderStatus, time.Duration) {
 	key := types.UID(string(img.UID) + "/" + string(p.UID))
 	log := ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KObj(p))
 	var res ImageResult
@@ -153,7 +149,7 @@ func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, 
 		// The Provider's own conditions report the backend's health; the row keeps its
 		// last known state so that placement does not flap.
 		log.V(2).Info("Could not resolve image; retrying", "err", err.Error())
-		return nil, r.backoff.When(key), nil
+		return nil, r.backoff.When(key)
 	}
 	row := &banlieuev1.ImageProviderStatus{
 		ProviderNamespace: p.Namespace, ProviderName: p.Name,
@@ -161,12 +157,12 @@ func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, 
 	}
 	switch {
 	case res.InProgress:
-		return row, r.progress, nil
+		return row, r.progress
 	case res.Ready:
 		r.backoff.Forget(key)
-		return row, r.resync, nil
+		return row, r.resync
 	default:
-		return row, r.backoff.When(key), nil
+		return row, r.backoff.When(key)
 	}
 }
 

@@ -57,14 +57,14 @@ func TestAReconcileAfterACrashAdoptsTheVM(t *testing.T) {
 	backend := provider.NewDriver()
 	// The first process dies right after the backend created the VM, before it wrote anything.
 	crashing := providersdk.DriverFunc(func(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
-		real, err := backend.Connect(ctx, info)
+		backendSession, err := backend.Connect(ctx, info)
 		if err != nil {
 			return nil, err
 		}
 		return providersdk.ClientFns{
-			ObserveFn: real.Observe,
+			ObserveFn: backendSession.Observe,
 			CreateFn: func(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
-				if _, err := real.Create(ctx, m, obs); err != nil {
+				if _, err := backendSession.Create(ctx, m, obs); err != nil {
 					return providersdk.CreateResult{}, err
 				}
 				return providersdk.CreateResult{}, errors.New("process killed")

@@ -27,7 +27,7 @@ func TestARunningVMWithoutAnAddressIsLookedAtAgainForAWhile(t *testing.T) {
 	})
 	r := providersdk.NewReconciler(k8s, testMachineGVK, waiting, providersdk.WithFinalizer(provider.Finalizer), providersdk.WithGuestBackoff(time.Second, 4*time.Second, 3))
 	m := e.machine("web")
-	var afters []time.Duration
+	afters := make([]time.Duration, 0, 4)
 	for range 4 {
 		afters = append(afters, e.mustReconcile(r, m).RequeueAfter)
 	}
@@ -129,7 +129,7 @@ func TestEachNewTaskIsPolledFromTheShortestInterval(t *testing.T) {
 	e := newEnv(t)
 	step := 0
 	d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
-		return providersdk.ClientFns{ObserveFn: func(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+		return providersdk.ClientFns{ObserveFn: func(context.Context, *providersdk.Machine) (providersdk.Observation, error) {
 			step++
 			// Two polls of one task, then the next task of a multi-step update.
 			return providersdk.Observation{Exists: true, Task: providersdk.Task{Ref: fmt.Sprintf("task-%d", (step+1)/2), Operation: providersdk.OperationUpdate}}, nil
@@ -137,7 +137,7 @@ func TestEachNewTaskIsPolledFromTheShortestInterval(t *testing.T) {
 	})
 	r := providersdk.NewReconciler(k8s, testMachineGVK, d, providersdk.WithFinalizer(provider.Finalizer), providersdk.WithInFlightBackoff(time.Second, time.Minute))
 	m := e.machine("web")
-	var afters []time.Duration
+	afters := make([]time.Duration, 0, 4)
 	for range 4 {
 		afters = append(afters, e.mustReconcile(r, m).RequeueAfter)
 	}

@@ -50,18 +50,18 @@ func TestTheFailureIsClearedOnceTheMachineIsFixed(t *testing.T) {
 	backend := provider.NewDriver()
 	// The template is missing until the machine names another one.
 	fussy := providersdk.DriverFunc(func(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
-		real, err := backend.Connect(ctx, info)
+		backendSession, err := backend.Connect(ctx, info)
 		if err != nil {
 			return nil, err
 		}
 		return providersdk.ClientFns{
-			ObserveFn: real.Observe,
-			UpdateFn:  real.Update,
+			ObserveFn: backendSession.Observe,
+			UpdateFn:  backendSession.Update,
 			CreateFn: func(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
 				if m.Spec.Image.Ref == "missing" {
 					return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "no template %q", m.Spec.Image.Ref)
 				}
-				return real.Create(ctx, m, obs)
+				return backendSession.Create(ctx, m, obs)
 			},
 		}, nil
 	})

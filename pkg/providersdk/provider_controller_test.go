@@ -406,7 +406,7 @@ func TestAMachineThatMeetsAFaultHasItsProviderCheckedOnceAtOnce(t *testing.T) {
 				Class: wakesClass, MachineKind: testMachineGVK, Driver: b.driver(), InventoryInterval: time.Hour,
 				MachineOptions: []providersdk.Option{providersdk.WithUnreachableBackoff(time.Hour, time.Hour)},
 			})
-			var machines []*testv1.TestMachine
+			machines := make([]*testv1.TestMachine, 0, 10)
 			for i := range 10 {
 				machines = append(machines, e.machine(fmt.Sprintf("vm-%d", i)))
 			}
@@ -418,7 +418,7 @@ func TestAMachineThatMeetsAFaultHasItsProviderCheckedOnceAtOnce(t *testing.T) {
 				}
 				return true
 			}
-			eventually(t, 10*time.Second, "the Provider and its machines are Ready", func() bool {
+			eventually(t, "the Provider and its machines are Ready", func() bool {
 				return conditionsOf(e.getProvider())["Ready"] == "True/Ready: " && allReady()
 			})
 
@@ -431,7 +431,7 @@ func TestAMachineThatMeetsAFaultHasItsProviderCheckedOnceAtOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eventually(t, 10*time.Second, "the Provider reports the fault", func() bool {
+			eventually(t, "the Provider reports the fault", func() bool {
 				return conditionsOf(e.getProvider())[tt.condition] == tt.want
 			})
 			// The Provider's own retry comes 2 s after a failed check; any other check within
@@ -442,7 +442,7 @@ func TestAMachineThatMeetsAFaultHasItsProviderCheckedOnceAtOnce(t *testing.T) {
 			}
 
 			b.set(nil)
-			eventually(t, 10*time.Second, "the machines are Ready again after the Provider", allReady)
+			eventually(t, "the machines are Ready again after the Provider", allReady)
 		})
 	}
 }
@@ -451,11 +451,11 @@ func TestMachinesGoingAwayLeaveAHealthyProviderAlone(t *testing.T) {
 	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = wakesClass })
 	b := &breakable{}
 	e.run(providersdk.Config{Class: wakesClass, MachineKind: testMachineGVK, Driver: b.driver(), InventoryInterval: time.Hour})
-	var machines []*testv1.TestMachine
+	machines := make([]*testv1.TestMachine, 0, 5)
 	for i := range 5 {
 		machines = append(machines, e.machine(fmt.Sprintf("vm-%d", i)))
 	}
-	eventually(t, 10*time.Second, "the Provider and its machines are Ready", func() bool {
+	eventually(t, "the Provider and its machines are Ready", func() bool {
 		for _, m := range machines {
 			if readyOf(e.get(m)).Status != "True" {
 				return false
@@ -470,7 +470,7 @@ func TestMachinesGoingAwayLeaveAHealthyProviderAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "the machines are gone", func() bool {
+	eventually(t, "the machines are gone", func() bool {
 		for _, m := range machines {
 			if err := k8s.Get(e.ctx, client.ObjectKeyFromObject(m), &testv1.TestMachine{}); !apierrors.IsNotFound(err) {
 				return false

@@ -36,7 +36,7 @@ func newSimVSphereCommand() *cobra.Command {
 				return err
 			}
 			defer s.Stop()
-			if err := os.WriteFile(caFile, s.CACert, 0o644); err != nil {
+			if err := os.WriteFile(caFile, s.CACert, 0o644); err != nil { //nolint:gosec // a CA certificate is public, and kubectl users read it
 				return fmt.Errorf("failed to write the CA certificate: %w", err)
 			}
 			manifest, err := devenv.Manifest(devenv.VSphereObjects(s)...)
@@ -82,7 +82,7 @@ func newSimProxmoxCommand() *cobra.Command {
 				return err
 			}
 			defer s.Stop()
-			if err := os.WriteFile(caFile, s.CACert, 0o644); err != nil {
+			if err := os.WriteFile(caFile, s.CACert, 0o644); err != nil { //nolint:gosec // a CA certificate is public, and kubectl users read it
 				return fmt.Errorf("failed to write the CA certificate: %w", err)
 			}
 			manifest, err := devenv.Manifest(devenv.ProxmoxObjects(s)...)

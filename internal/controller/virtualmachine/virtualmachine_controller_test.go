@@ -324,9 +324,10 @@ func onOldOfTwoProviders(t *testing.T, policy banlieuev1.MigrationPolicy) (*fixt
 	return f, vm
 }
 
-func moveSelector(f *fixture, vm *banlieuev1.VirtualMachine, to string) {
+// moveToNew points the VM's selector at the fixture's Provider "new".
+func moveToNew(f *fixture, vm *banlieuev1.VirtualMachine) {
 	f.update(vm, func() {
-		vm.Spec.Placement.ProviderSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"suite": f.ns, "name": to}}
+		vm.Spec.Placement.ProviderSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"suite": f.ns, "name": "new"}}
 	})
 }
 
@@ -339,7 +340,7 @@ func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
 		// Hold the old machine's deletion so the Migrating phase can be seen.
 		m := f.machine("v")
 		f.update(m, func() { m.Annotations = map[string]string{testv1.HoldDeletionAnnotation: ""} })
-		moveSelector(f, vm, "new")
+		moveToNew(f, vm)
 		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 			g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseMigrating))
 			g.Expect(vm.Status.Scheduled.ProviderName).To(Equal("old"))
@@ -353,7 +354,7 @@ func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
 	})
 	t.Run("manual waits for the migrate annotation", func(t *testing.T) {
 		f, vm := onOldOfTwoProviders(t, banlieuev1.MigrationPolicyManual)
-		moveSelector(f, vm, "new")
+		moveToNew(f, vm)
 		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 			c := condition(vm, banlieuev1.VirtualMachinePlacementValidCondition)
 			g.Expect(c.Reason).To(Equal(banlieuev1.VirtualMachineWaitingForMigrateApprovalReason))
@@ -368,7 +369,7 @@ func TestSelectorChangeUnderEachMigrationPolicy(t *testing.T) {
 	})
 	t.Run("never keeps the old machine and reports PlacementValid=False", func(t *testing.T) {
 		f, vm := onOldOfTwoProviders(t, banlieuev1.MigrationPolicyNever)
-		moveSelector(f, vm, "new")
+		moveToNew(f, vm)
 		f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 			c := condition(vm, banlieuev1.VirtualMachinePlacementValidCondition)
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
@@ -410,7 +411,7 @@ func TestDeletionWaitsForTheMachine(t *testing.T) {
 		g.Expect(f.machine("v").DeletionTimestamp).NotTo(BeNil())
 	})
 	time.Sleep(500 * time.Millisecond)
-	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {}) // still there while the machine is held
+	f.eventuallyVM("v", func(Gomega, *banlieuev1.VirtualMachine) {}) // still there while the machine is held
 	f.update(m, func() { delete(m.Annotations, testv1.HoldDeletionAnnotation) })
 	f.g.Eventually(func() bool {
 		return k8s.Get(f.ctx, clientKey(vm), &banlieuev1.VirtualMachine{}) != nil
@@ -423,7 +424,7 @@ func TestPausedVMIsLeftAloneAndSaysSo(t *testing.T) {
 	class, image := f.class("c"), f.image("i")
 	f.provider("p1", nil)
 	vm := f.vm("v", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.Paused = ptr.To(true) })
-	got := f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		paused := condition(vm, banlieuev1.VirtualMachinePausedCondition)
 		g.Expect(paused).NotTo(BeNil(), "a paused VM has a Paused condition")
 		g.Expect(paused.Status).To(Equal(metav1.ConditionTrue))
@@ -432,7 +433,7 @@ func TestPausedVMIsLeftAloneAndSaysSo(t *testing.T) {
 		g.Expect(vm.Status.ObservedGeneration).To(BeZero(), "a paused VM was not reconciled")
 	})
 	time.Sleep(time.Second)
-	got = f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {})
+	got := f.eventuallyVM("v", func(Gomega, *banlieuev1.VirtualMachine) {})
 	f.g.Expect(got.Status.Scheduled).To(BeNil())
 	f.g.Expect(f.machine("v")).To(BeNil())
 	f.update(vm, func() { vm.Spec.Paused = ptr.To(false) })

@@ -159,7 +159,7 @@ func TestMigrationStartAndCompletionAreEvents(t *testing.T) {
 	})
 	m := f.machine("v")
 	f.update(m, func() { m.Annotations = map[string]string{testv1.HoldDeletionAnnotation: ""} })
-	moveSelector(f, vm, "new")
+	moveToNew(f, vm)
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseMigrating))
 		g.Expect(vmsIn(g, banlieuev1.PhaseMigrating, f.ns+"/old")).To(Equal(1.0))

@@ -36,8 +36,9 @@ func TestMachineChangedWakesTheVMForWhatItActsOn(t *testing.T) {
 	// conditions sets status.conditions to Ready with status, reason and message, then
 	// the other conditions given.
 	conditions := func(status, reason, message string, others ...map[string]any) func(*unstructured.Unstructured) {
-		list := []any{map[string]any{"type": "Ready", "status": status, "reason": reason, "message": message,
-			"lastTransitionTime": "2026-12-01T10:00:00Z", "observedGeneration": int64(1)}}
+		list := make([]any, 0, 1+len(others))
+		list = append(list, map[string]any{"type": "Ready", "status": status, "reason": reason, "message": message,
+			"lastTransitionTime": "2026-12-01T10:00:00Z", "observedGeneration": int64(1)})
 		for _, o := range others {
 			list = append(list, o)
 		}

@@ -53,28 +53,18 @@ func Run(t *testing.T, b Backend) {
 	if b.Timeout == 0 {
 		b.Timeout = time.Minute
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, &b) })
-	}
+	t.Run("create is idempotent", b.createIsIdempotent)
+	t.Run("create after a crash mid-create adopts the VM", b.crashMidCreateAdopts)
+	t.Run("delete of a missing VM succeeds", b.deleteOfMissingSucceeds)
+	t.Run("observe never changes the backend", b.observeChangesNothing)
+	t.Run("a VM of another identity is never touched", b.impostorIsLeftAlone)
+	t.Run("an unreachable backend is an Unreachable error", b.unreachableIsTyped)
+	t.Run("rejected credentials are an Unauthorized error", b.unauthorizedIsTyped)
+	t.Run("a missing image is a Permanent error", b.missingImageIsPermanent)
+	t.Run("a task in flight is reported, and the VM exists meanwhile", b.taskInFlightIsReported)
 }
 
-// cases are the behaviours Run checks, in order.
-var cases = []struct {
-	name string
-	run  func(t *testing.T, b *Backend)
-}{
-	{"create is idempotent", createIsIdempotent},
-	{"create after a crash mid-create adopts the VM", crashMidCreateAdopts},
-	{"delete of a missing VM succeeds", deleteOfMissingSucceeds},
-	{"observe never changes the backend", observeChangesNothing},
-	{"a VM of another identity is never touched", impostorIsLeftAlone},
-	{"an unreachable backend is an Unreachable error", unreachableIsTyped},
-	{"rejected credentials are an Unauthorized error", unauthorizedIsTyped},
-	{"a missing image is a Permanent error", missingImageIsPermanent},
-	{"a task in flight is reported, and the VM exists meanwhile", taskInFlightIsReported},
-}
-
-func createIsIdempotent(t *testing.T, b *Backend) {
+func (b *Backend) createIsIdempotent(t *testing.T) {
 	cl := b.connect(t)
 	m := b.NewMachine(t)
 	t.Cleanup(func() { b.remove(t, cl, m) })
@@ -91,7 +81,7 @@ func createIsIdempotent(t *testing.T, b *Backend) {
 	}
 }
 
-func crashMidCreateAdopts(t *testing.T, b *Backend) {
+func (b *Backend) crashMidCreateAdopts(t *testing.T) {
 	first := b.connect(t)
 	m := b.NewMachine(t)
 	t.Cleanup(func() { b.remove(t, b.connect(t), m) })
@@ -108,7 +98,7 @@ func crashMidCreateAdopts(t *testing.T, b *Backend) {
 	}
 }
 
-func deleteOfMissingSucceeds(t *testing.T, b *Backend) {
+func (b *Backend) deleteOfMissingSucceeds(t *testing.T) {
 	cl := b.connect(t)
 	m := b.NewMachine(t)
 	obs := b.observe(t, cl, m)
@@ -129,7 +119,7 @@ func deleteOfMissingSucceeds(t *testing.T, b *Backend) {
 	}
 }
 
-func observeChangesNothing(t *testing.T, b *Backend) {
+func (b *Backend) observeChangesNothing(t *testing.T) {
 	cl := b.connect(t)
 	present, absent := b.NewMachine(t), b.NewMachine(t)
 	t.Cleanup(func() { b.remove(t, cl, present) })
@@ -144,7 +134,7 @@ func observeChangesNothing(t *testing.T, b *Backend) {
 	}
 }
 
-func impostorIsLeftAlone(t *testing.T, b *Backend) {
+func (b *Backend) impostorIsLeftAlone(t *testing.T) {
 	cl := b.connect(t)
 	m := b.NewMachine(t)
 	intact := b.Impostor(t, m)
@@ -159,7 +149,7 @@ func impostorIsLeftAlone(t *testing.T, b *Backend) {
 	}
 }
 
-func unreachableIsTyped(t *testing.T, b *Backend) {
+func (b *Backend) unreachableIsTyped(t *testing.T) {
 	cl, err := b.Driver.Connect(b.ctx(t), b.Unreachable)
 	if err == nil {
 		// A driver may connect lazily; its first call must then say so.
@@ -170,7 +160,7 @@ func unreachableIsTyped(t *testing.T, b *Backend) {
 	}
 }
 
-func unauthorizedIsTyped(t *testing.T, b *Backend) {
+func (b *Backend) unauthorizedIsTyped(t *testing.T) {
 	if b.Unauthorized == nil {
 		t.Log("the backend takes no credentials: nothing can be rejected")
 		return
@@ -184,7 +174,7 @@ func unauthorizedIsTyped(t *testing.T, b *Backend) {
 	}
 }
 
-func missingImageIsPermanent(t *testing.T, b *Backend) {
+func (b *Backend) missingImageIsPermanent(t *testing.T) {
 	cl := b.connect(t)
 	m := b.NewMachine(t)
 	b.MissingImage(m)
@@ -197,7 +187,7 @@ func missingImageIsPermanent(t *testing.T, b *Backend) {
 	}
 }
 
-func taskInFlightIsReported(t *testing.T, b *Backend) {
+func (b *Backend) taskInFlightIsReported(t *testing.T) {
 	cl := b.connect(t)
 	m := b.NewMachine(t)
 	t.Cleanup(func() { b.remove(t, cl, m) })
@@ -234,6 +224,7 @@ func (b *Backend) connect(t *testing.T) providersdk.Client {
 
 // ctx bounds one call.
 func (b *Backend) ctx(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
 	t.Cleanup(cancel)
 	return ctx

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,14 +16,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -73,34 +67,6 @@ type Reconciler struct {
 
 // Finalizer returns the finalizer the Reconciler owns on its machines.
 func (r *Reconciler) Finalizer() string { return r.finalizer }
-
-// SetupWithManager registers the Reconciler with mgr. It watches its machines and the
-// Providers they run on, for the changes the machines act on (providerChangeWakesMachines);
-// the machines of a Provider are found through the field index IndexMachines makes.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if !r.readerSet {
-		r.reader = mgr.GetAPIReader()
-		if !r.sessionsSet {
-			r.sessions.reader = r.reader
-		}
-	}
-	if err := indexMachinesOnce(mgr, r.gvk); err != nil {
-		return err
-	}
-	r.machines = mgr.GetCache()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(r.gvk)
-	b := ctrl.NewControllerManagedBy(mgr).
-		For(u, builder.WithPredicates(machineChanged())).
-		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: providerChangeWakesMachines}))
-	if r.wakeups != nil {
-		b = b.WatchesRawSource(source.Channel(r.wakeups, &handler.EnqueueRequestForObject{}))
-	}
-	return b.Named(strings.ToLower(r.gvk.Kind)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
-		Complete(r)
-}
 
 // Reconcile brings one machine's backend VM in line with its spec: get, finalizer,
 // pause, the Provider, then reconcileNormal or reconcileDelete against the Provider's

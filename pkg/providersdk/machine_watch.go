@@ -3,20 +3,53 @@ package providersdk
 import (
 	"context"
 	"maps"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
 )
+
+// SetupWithManager registers the Reconciler with mgr. It watches its machines and the
+// Providers they run on, for the changes the machines act on (providerChangeWakesMachines);
+// the machines of a Provider are found through the field index IndexMachines makes.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if !r.readerSet {
+		r.reader = mgr.GetAPIReader()
+		if !r.sessionsSet {
+			r.sessions.reader = r.reader
+		}
+	}
+	if err := indexMachinesOnce(mgr, r.gvk); err != nil {
+		return err
+	}
+	r.machines = mgr.GetCache()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gvk)
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(u, builder.WithPredicates(machineChanged())).
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: providerChangeWakesMachines}))
+	if r.wakeups != nil {
+		b = b.WatchesRawSource(source.Channel(r.wakeups, &handler.EnqueueRequestForObject{}))
+	}
+	return b.Named(strings.ToLower(r.gvk.Kind)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		Complete(r)
+}
 
 // machineChanged passes the machine updates the Reconciler has to act on: a new
 // generation or new annotations. Its own status writes change neither, and its

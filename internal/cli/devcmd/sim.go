@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/banlieue/banlieue/internal/devenv"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
@@ -36,18 +37,8 @@ func newSimVSphereCommand() *cobra.Command {
 				return err
 			}
 			defer s.Stop()
-			if err := os.WriteFile(caFile, s.CACert, 0o644); err != nil { //nolint:gosec // a CA certificate is public, and kubectl users read it
-				return fmt.Errorf("failed to write the CA certificate: %w", err)
-			}
-			manifest, err := devenv.Manifest(devenv.VSphereObjects(s)...)
-			if err != nil {
-				return err
-			}
-			fmt.Printf("vCenter simulator: %s\n  username: %s\n  password: %s\n  CA certificate: %s\n\n"+
-				"A Secret and a Provider for it, in namespace %s (kubectl apply -f -):\n\n%s\nCtrl-C stops it.\n",
-				s.URL, s.Username, s.Password, caFile, devenv.ProviderNamespace, manifest)
-			<-cmd.Context().Done()
-			return nil
+			return serve(cmd, caFile, s.CACert, devenv.VSphereObjects(s),
+				fmt.Sprintf("vCenter simulator: %s\n  username: %s\n  password: %s\n", s.URL, s.Username, s.Password))
 		},
 	}
 	f := cmd.Flags()
@@ -82,18 +73,8 @@ func newSimProxmoxCommand() *cobra.Command {
 				return err
 			}
 			defer s.Stop()
-			if err := os.WriteFile(caFile, s.CACert, 0o644); err != nil { //nolint:gosec // a CA certificate is public, and kubectl users read it
-				return fmt.Errorf("failed to write the CA certificate: %w", err)
-			}
-			manifest, err := devenv.Manifest(devenv.ProxmoxObjects(s)...)
-			if err != nil {
-				return err
-			}
-			fmt.Printf("Proxmox VE simulator: %s\n  API token: %s=%s\n  user: %s / %s\n  CA certificate: %s\n\n"+
-				"A Secret and a Provider for it, in namespace %s (kubectl apply -f -):\n\n%s\nCtrl-C stops it.\n",
-				s.URL, s.TokenID, s.TokenSecret, s.Username, s.Password, caFile, devenv.ProviderNamespace, manifest)
-			<-cmd.Context().Done()
-			return nil
+			return serve(cmd, caFile, s.CACert, devenv.ProxmoxObjects(s),
+				fmt.Sprintf("Proxmox VE simulator: %s\n  API token: %s=%s\n  user: %s / %s\n", s.URL, s.TokenID, s.TokenSecret, s.Username, s.Password))
 		},
 	}
 	f := cmd.Flags()
@@ -104,4 +85,21 @@ func newSimProxmoxCommand() *cobra.Command {
 	f.DurationVar(&o.TaskDelay, "task-delay", 200*time.Millisecond, "How long a task (clone, start, …) runs")
 	f.StringVar(&caFile, "ca-file", "pve-ca.pem", "Where to write the PEM certificate to verify the simulator with (caBundle)")
 	return cmd
+}
+
+// serve writes a running simulator's CA certificate to caFile, prints how to reach it
+// (banner, then the certificate's path and the Secret and Provider to apply) and waits
+// until the command is cancelled (Ctrl-C).
+func serve(cmd *cobra.Command, caFile string, ca []byte, objs []client.Object, banner string) error {
+	if err := os.WriteFile(caFile, ca, 0o644); err != nil { //nolint:gosec // a CA certificate is public, and kubectl users read it
+		return fmt.Errorf("failed to write the CA certificate: %w", err)
+	}
+	manifest, err := devenv.Manifest(objs...)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s  CA certificate: %s\n\nA Secret and a Provider for it, in namespace %s (kubectl apply -f -):\n\n%s\nCtrl-C stops it.\n",
+		banner, caFile, devenv.ProviderNamespace, manifest)
+	<-cmd.Context().Done()
+	return nil
 }

@@ -43,6 +43,7 @@ func TestConformance(t *testing.T) {
 			m.Spec.Image.Ref, m.Spec.Image.ResolvedRef = testPool+"/no-such.qcow2", testPool+"/no-such.qcow2"
 		},
 		Count: func(t *testing.T, m *providersdk.Machine) int {
+			t.Helper()
 			n := 0
 			inspect(t, d, func(l *libvirt.Libvirt) {
 				doms, _, err := l.ConnectListAllDomains(1, 0)
@@ -58,6 +59,7 @@ func TestConformance(t *testing.T) {
 			return n
 		},
 		Snapshot: func(t *testing.T) string {
+			t.Helper()
 			var out []string
 			inspect(t, d, func(l *libvirt.Libvirt) {
 				doms, _, err := l.ConnectListAllDomains(1, 0)
@@ -85,6 +87,7 @@ func TestConformance(t *testing.T) {
 		// Someone else's domain with the machine's UUID, the key the driver finds domains
 		// by, and no banlieue metadata.
 		Impostor: func(t *testing.T, m *providersdk.Machine) func() bool {
+			t.Helper()
 			name := "impostor-" + string(m.UID)[:8]
 			xml := fmt.Sprintf(`<domain type='qemu'><name>%s</name><uuid>%s</uuid><memory unit='MiB'>64</memory>`+
 				`<os><type arch='x86_64'>hvm</type></os></domain>`, name, m.UID)

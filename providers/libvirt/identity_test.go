@@ -74,7 +74,7 @@ func TestDeleteAfterCrashBeforeDefine(t *testing.T) {
 	ctx := t.Context()
 	m := machine("orphan")
 	s := connect(t, d.QEMUURI(), nil)
-	s.driver.createHook = func(stage string) error { return errCrash }
+	s.driver.createHook = func(string) error { return errCrash }
 	if _, err := s.Create(ctx, m, providersdk.Observation{}); !errors.Is(err, errCrash) {
 		t.Fatalf("create: %v", err)
 	}

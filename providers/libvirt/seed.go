@@ -114,7 +114,7 @@ func buildSeedISO(s seed) ([]byte, error) {
 	if err := b.Close(); err != nil {
 		return nil, fmt.Errorf("failed to write the seed ISO: %w", err)
 	}
-	data, err := os.ReadFile(isoPath)
+	data, err := os.ReadFile(isoPath) //nolint:gosec // the ISO this function just built in its own scratch directory
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the seed ISO: %w", err)
 	}

@@ -36,6 +36,7 @@ func TestConformance(t *testing.T) {
 		NewMachine:   func(*testing.T) *providersdk.Machine { return newMachine(string(uuid.NewUUID())) },
 		MissingImage: func(m *providersdk.Machine) { m.Spec.Image.Ref = "no-such-template" },
 		Count: func(t *testing.T, m *providersdk.Machine) int {
+			t.Helper()
 			n := 0
 			for _, vm := range guestsOf(t, api) {
 				if strings.Contains(vm.config["description"], string(m.UID)) || slices.Contains(strings.Split(vm.Tags, ";"), TagPrefix+string(m.UID)) {
@@ -45,6 +46,7 @@ func TestConformance(t *testing.T) {
 			return n
 		},
 		Snapshot: func(t *testing.T) string {
+			t.Helper()
 			guests := guestsOf(t, api)
 			out := make([]string, 0, len(guests))
 			for _, vm := range guests {
@@ -57,6 +59,7 @@ func TestConformance(t *testing.T) {
 		// Someone else's VM that carries the machine's tag, a key the driver finds VMs
 		// by, but no description naming the machine's UID.
 		Impostor: func(t *testing.T, m *providersdk.Machine) func() bool {
+			t.Helper()
 			ctx := context.Background()
 			var next string
 			if err := api.Get(ctx, "/cluster/nextid", &next); err != nil {

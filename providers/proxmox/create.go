@@ -110,7 +110,7 @@ func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string,
 		select {
 		case <-ctx.Done():
 			return "", 0, ctx.Err()
-		case <-time.After(time.Duration(rand.Int64N(int64(50 * time.Millisecond)))):
+		case <-time.After(time.Duration(rand.Int64N(int64(50 * time.Millisecond)))): //nolint:gosec // retry jitter, not a secret
 		}
 	}
 	return "", 0, err

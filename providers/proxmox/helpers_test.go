@@ -57,8 +57,8 @@ func connect(t *testing.T, sim *proxmoxtest.Simulator, d *Driver) *session {
 }
 
 // newDriver is a driver that writes snippets into the simulator.
-func newDriver(sim *proxmoxtest.Simulator, opts ...Option) *Driver {
-	return NewDriver(append([]Option{WithSnippetWriter(sim)}, opts...)...)
+func newDriver(sim *proxmoxtest.Simulator) *Driver {
+	return NewDriver(WithSnippetWriter(sim))
 }
 
 // newMachine is a machine on pve1 asking for the template with 2 CPUs, 2 GiB and the

@@ -47,8 +47,9 @@ func pick(conf map[string]string, keys ...string) map[string]string {
 
 // sizes are the sizes of a config's disks in bus order.
 func sizes(conf map[string]string) []int64 {
-	var out []int64
-	for _, k := range pve.Config(conf).DiskKeys() {
+	keys := pve.Config(conf).DiskKeys()
+	out := make([]int64, 0, len(keys))
+	for _, k := range keys {
 		out = append(out, pve.DiskGiB(conf[k]))
 	}
 	return out

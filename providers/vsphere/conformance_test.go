@@ -34,6 +34,7 @@ func TestConformance(t *testing.T) {
 		NewMachine:   func(*testing.T) *providersdk.Machine { return newMachine(string(uuid.NewUUID())) },
 		MissingImage: func(m *providersdk.Machine) { m.Spec.Image.Ref = "no-such-template" },
 		Count: func(t *testing.T, m *providersdk.Machine) int {
+			t.Helper()
 			vms, err := sim.VMsWithUID(ctx, string(m.UID))
 			if err != nil {
 				t.Fatal(err)
@@ -41,6 +42,7 @@ func TestConformance(t *testing.T) {
 			return len(vms)
 		},
 		Snapshot: func(t *testing.T) string {
+			t.Helper()
 			vms, err := sim.VMs(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -60,6 +62,7 @@ func TestConformance(t *testing.T) {
 		// A VM of someone else's that carries the machine's instance UUID, the key the
 		// driver finds VMs by, but another machine's UID.
 		Impostor: func(t *testing.T, m *providersdk.Machine) func() bool {
+			t.Helper()
 			tmpl := object.NewVirtualMachine(sim.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: sim.TemplateRef})
 			pool, vmFolder := impostorPlace(t, sim)
 			spec := types.VirtualMachineCloneSpec{
@@ -114,7 +117,7 @@ func impostor(t *testing.T, sim *vspheretest.Simulator, uid string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	out := make([]string, 0, len(vms))
 	for _, vm := range vms {
 		out = append(out, vm.Name+" "+string(vm.Runtime.PowerState)+" "+vspheretest.ExtraConfig(vm, ExtraConfigMachineUID))
 	}

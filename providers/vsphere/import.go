@@ -42,13 +42,19 @@ func (s *session) runImport(ctx context.Context, j *providersdk.ImportJob, name,
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return "", errors.New("importFrom is not an http or https URL")
 	}
-	local := filepath.Join(dir, path.Base(u.Path))
-	if err := s.downloadFile(ctx, j, u, local, checksum); err != nil {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("failed to make a temporary directory: %w", err)
+	}
+	defer func() { _ = root.Close() }()
+	base := path.Base(u.Path)
+	local := filepath.Join(dir, base)
+	if err := s.downloadFile(ctx, j, root, u, base, checksum); err != nil {
 		return "", err
 	}
 	isOVF := strings.HasSuffix(strings.ToLower(u.Path), ".ovf")
 	if isOVF {
-		if err := s.downloadReferences(ctx, j, u, local); err != nil {
+		if err := s.downloadReferences(ctx, j, root, u, base); err != nil {
 			return "", err
 		}
 	}
@@ -76,10 +82,10 @@ func (s *session) runImport(ctx context.Context, j *providersdk.ImportJob, name,
 	return ref.Value, nil
 }
 
-// downloadFile fetches u into file, checking its digest when checksum is set. Downloading
-// and uploading each count for half of the progress.
-func (s *session) downloadFile(ctx context.Context, j *providersdk.ImportJob, u *url.URL, file, checksum string) error {
-	out, err := os.Create(file)
+// downloadFile fetches u into file under root, checking its digest when checksum is set.
+// Downloading and uploading each count for half of the progress.
+func (s *session) downloadFile(ctx context.Context, j *providersdk.ImportJob, root *os.Root, u *url.URL, file, checksum string) error {
+	out, err := root.Create(file)
 	if err != nil {
 		return fmt.Errorf("failed to write the download: %w", err)
 	}
@@ -90,9 +96,9 @@ func (s *session) downloadFile(ctx context.Context, j *providersdk.ImportJob, u 
 	return out.Close()
 }
 
-// downloadReferences fetches the files an OVF descriptor references, next to it.
-func (s *session) downloadReferences(ctx context.Context, j *providersdk.ImportJob, u *url.URL, descriptor string) error {
-	data, err := os.ReadFile(descriptor)
+// downloadReferences fetches the files the OVF descriptor under root references, next to it.
+func (s *session) downloadReferences(ctx context.Context, j *providersdk.ImportJob, root *os.Root, u *url.URL, descriptor string) error {
+	data, err := root.ReadFile(descriptor)
 	if err != nil {
 		return fmt.Errorf("failed to read the OVF descriptor: %w", err)
 	}
@@ -105,7 +111,7 @@ func (s *session) downloadReferences(ctx context.Context, j *providersdk.ImportJ
 			return fmt.Errorf("the OVF descriptor references %q, outside its directory", href)
 		}
 		ref := u.ResolveReference(&url.URL{Path: href})
-		if err := s.downloadFile(ctx, j, ref, filepath.Join(filepath.Dir(descriptor), filepath.FromSlash(href)), ""); err != nil {
+		if err := s.downloadFile(ctx, j, root, ref, filepath.Join(filepath.Dir(descriptor), filepath.FromSlash(href)), ""); err != nil {
 			return err
 		}
 	}

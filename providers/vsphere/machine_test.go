@@ -125,8 +125,10 @@ func TestMachineLifecycle(t *testing.T) {
 		if diff := cmp.Diff([]bool{true, false}, thin); diff != "" {
 			t.Errorf("thin disks (-want +got):\n%s", diff)
 		}
-		var networks, kinds []string
-		for _, n := range vmNICs(vm) {
+		nics := vmNICs(vm)
+		var networks []string
+		kinds := make([]string, 0, len(nics))
+		for _, n := range nics {
 			kinds = append(kinds, strings.TrimPrefix(fmt.Sprintf("%T", n), "*types.Virtual"))
 			switch b := n.GetVirtualDevice().Backing.(type) {
 			case *types.VirtualEthernetCardNetworkBackingInfo:

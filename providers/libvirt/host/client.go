@@ -198,7 +198,7 @@ func (c *Client) Close() {
 	c.conn = nil
 	c.mu.Unlock()
 	c.rawMu.Lock()
-	var conns []*libvirt.Libvirt
+	conns := make([]*libvirt.Libvirt, 0, len(c.raw))
 	for l := range c.raw {
 		conns = append(conns, l)
 	}

@@ -117,7 +117,8 @@ func (p *Property) Set(k, v string) {
 
 // String prints the property string.
 func (p Property) String() string {
-	parts := []string{p.First}
+	parts := make([]string, 0, 1+len(p.Keys))
+	parts = append(parts, p.First)
 	for _, k := range p.Keys {
 		parts = append(parts, k+"="+p.Opts[k])
 	}

@@ -105,7 +105,8 @@ func (c *Client) Clone(ctx context.Context, req CloneRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cfg.DeviceChange = append(changes, nicChanges...)
+	changes = append(changes, nicChanges...)
+	cfg.DeviceChange = changes
 	if !req.Linked {
 		spec.Location.Disk = locators
 	}

@@ -63,13 +63,10 @@ func (c HardwareChange) String() string {
 	case ChangeDiskAdd:
 		return "adding " + c.What
 	case ChangeDiskGrow:
-		return fmt.Sprintf("growing %s from %s to %s", c.What, gibString(c.From), gibString(c.To))
+		return fmt.Sprintf("growing %s from %s to %s", c.What, GiBString(c.From), GiBString(c.To))
 	}
-	return fmt.Sprintf("%s is %s and cannot shrink to %s", c.What, gibString(c.From), gibString(c.To))
+	return fmt.Sprintf("%s is %s and cannot shrink to %s", c.What, GiBString(c.From), GiBString(c.To))
 }
-
-// gibString formats a byte count in whole GiB, rounded up.
-func gibString(b int64) string { return fmt.Sprintf("%d GiB", (b+GiB-1)/GiB) }
 
 // HardwareDiff lists how a VM's hardware, as the backend reports it, differs from the
 // machine's spec: CPUs and memory where the spec sets them, then the disks matched by
@@ -108,14 +105,24 @@ func DescribeChanges(changes []HardwareChange) string {
 	for _, c := range changes {
 		parts = append(parts, c.String())
 	}
-	switch len(parts) {
+	return JoinPhrases(parts)
+}
+
+// JoinPhrases joins phrases for a message as a sentence lists them: "a", "a and b",
+// "a, b and c"; "" for none. DescribeChanges uses it; a driver whose message mixes the
+// kit's changes with its own (a firmware, a machine type) joins them with it too.
+func JoinPhrases(phrases []string) string {
+	switch len(phrases) {
 	case 0:
 		return ""
 	case 1:
-		return parts[0]
+		return phrases[0]
 	}
-	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+	return strings.Join(phrases[:len(phrases)-1], ", ") + " and " + phrases[len(phrases)-1]
 }
+
+// GiBString formats a byte count in whole GiB, rounded up, for a message: "20 GiB".
+func GiBString(b int64) string { return fmt.Sprintf("%d GiB", (b+GiB-1)/GiB) }
 
 // RefuseShrink returns a PermanentError with reason DiskShrinkNotSupported for the first
 // shrink among changes, naming backend ("vSphere", "Proxmox VE"); nil when none shrinks.

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -35,7 +34,7 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 		if len(ch.offline) > 0 && have != banlieuev1.PowerStatePoweredOff {
 			if want != banlieuev1.PowerStatePoweredOff {
 				return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineResizeRequiresPowerOffReason,
-					"changing %s needs VM %d stopped; set the VM's desiredPowerState to PoweredOff, then back", joinPhrases(ch.offline), vm.VMID)
+					"changing %s needs VM %d stopped; set the VM's desiredPowerState to PoweredOff, then back", providersdk.JoinPhrases(ch.offline), vm.VMID)
 			}
 			return s.setPower(ctx, vm, have, want)
 		}
@@ -88,14 +87,4 @@ func (s *session) setPower(ctx context.Context, vm *vmState, have, want banlieue
 		return providersdk.UpdateResult{}, pve.Refused(action+" VM "+strconv.Itoa(vm.VMID), err)
 	}
 	return providersdk.UpdateResult{Task: task(upid, providersdk.OperationUpdate)}, nil
-}
-
-// joinPhrases joins the descriptions of the changes that need the VM stopped, as
-// providersdk.DescribeChanges joins hardware changes: "a", "a and b", "a, b and c".
-// The firmware and machine-type changes among them are no HardwareChange.
-func joinPhrases(phrases []string) string {
-	if len(phrases) < 2 {
-		return strings.Join(phrases, "")
-	}
-	return strings.Join(phrases[:len(phrases)-1], ", ") + " and " + phrases[len(phrases)-1]
 }

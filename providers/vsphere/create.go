@@ -137,11 +137,11 @@ func cloneDisks(m *providersdk.Machine, pl *placement, t *vcenter.Template) ([]v
 			if want < have {
 				return nil, providersdk.Permanent(infrav1.MachineDiskShrinkNotSupportedReason,
 					"the template's disk %d is %s, larger than the %s disk %q asks for; vSphere disks cannot shrink",
-					i, gibString(have), gibString(want), d.Name)
+					i, providersdk.GiBString(have), providersdk.GiBString(want), d.Name)
 			}
 			if want > have && pl.linked {
 				return nil, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
-					"a linked clone cannot grow disk %q from %s to %s; use cloneMode full", d.Name, gibString(have), gibString(want))
+					"a linked clone cannot grow disk %q from %s to %s; use cloneMode full", d.Name, providersdk.GiBString(have), providersdk.GiBString(want))
 			}
 		}
 		out = append(out, disk)
@@ -173,10 +173,6 @@ func cloneNICs(m *providersdk.Machine, fd *failureDomain, t *vcenter.Template) (
 	}
 	return out, nil
 }
-
-// gibString formats a byte count in whole GiB, rounded down, for the messages about a
-// template's disks.
-func gibString(b int64) string { return fmt.Sprintf("%d GiB", b/providersdk.GiB) }
 
 // maxGuestInfoUserData is the most user data Create puts into guestinfo.userdata, before
 // its base64 encoding makes it a third larger. Guest info is kept in the VM's .vmx

@@ -157,7 +157,7 @@ func (d *Daemon) start() error {
 		return fmt.Errorf("failed to open the daemon's output file: %w", err)
 	}
 	defer func() { _ = out.Close() }()
-	cmd := exec.Command("/bin/sh", "-c", script.String())
+	cmd := exec.Command("/bin/sh", "-c", script.String()) //nolint:gosec // the script starts the Debian libvirtd with paths this package wrote
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true, Pdeathsig: syscall.SIGTERM}
@@ -271,7 +271,7 @@ func (d *Daemon) Stop() {
 	for _, glob := range []string{"run/qemu/*.pid", "run/network/*.pid", "lib/dnsmasq/*.pid"} {
 		files, _ := filepath.Glob(filepath.Join(d.Dir, glob))
 		for _, f := range files {
-			data, err := os.ReadFile(f)
+			data, err := os.ReadFile(f) //nolint:gosec // a pid file in the daemon's own directory
 			if err != nil {
 				continue
 			}
@@ -298,8 +298,8 @@ func (d *Daemon) logTail() string {
 func ensureQEMUUser() error {
 	for _, g := range []string{"kvm", "libvirt-qemu"} {
 		if _, err := user.LookupGroup(g); err != nil {
-			if out, err := exec.Command("groupadd", "--system", g).CombinedOutput(); err != nil {
-				return fmt.Errorf("failed to create group %s: %v: %s", g, err, out)
+			if out, err := exec.Command("groupadd", "--system", g).CombinedOutput(); err != nil { //nolint:gosec // g is one of the two fixed group names above
+				return fmt.Errorf("failed to create group %s: %w: %s", g, err, out)
 			}
 		}
 	}
@@ -307,7 +307,7 @@ func ensureQEMUUser() error {
 		out, err := exec.Command("useradd", "--system", "--gid", "kvm", "--home-dir", "/var/lib/libvirt",
 			"--no-create-home", "--shell", "/usr/sbin/nologin", "libvirt-qemu").CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("failed to create user libvirt-qemu: %v: %s", err, out)
+			return fmt.Errorf("failed to create user libvirt-qemu: %w: %s", err, out)
 		}
 	}
 	return nil

@@ -121,13 +121,13 @@ func (d *Daemon) writeTLS() (string, error) {
 // range reserved for benchmarks and routed nowhere, for a test network: networks are
 // host-global, so two test runs at once must not ask for the same subnet.
 func RandomSubnet() string {
-	return fmt.Sprintf("198.%d.%d.1/24", 18+rand.IntN(2), rand.IntN(256))
+	return fmt.Sprintf("198.%d.%d.1/24", 18+rand.IntN(2), rand.IntN(256)) //nolint:gosec // a test subnet, not a secret
 }
 
 // RandomBridge is a bridge name that starts with prefix and is unlikely to be taken by
 // another daemon or test on the host; Linux limits interface names to 15 bytes.
 func RandomBridge(prefix string) string {
-	return fmt.Sprintf("%s%04x", prefix, rand.IntN(0x10000))
+	return fmt.Sprintf("%s%04x", prefix, rand.IntN(0x10000)) //nolint:gosec // a test bridge name, not a secret
 }
 
 // CreateBlankImage makes a blank qcow2 volume of sizeGiB in pool, through a fresh

@@ -58,13 +58,6 @@ func (s *Simulator) agentCommand(c *call) (any, error) {
 // with the static address of its ipconfigN, or one a DHCP server on 10.x would hand
 // out, and a link-local IPv6 address from the MAC.
 func guestInterfaces(v *vm) []map[string]any {
-	out := []map[string]any{{
-		"name": "lo", "hardware-address": "00:00:00:00:00:00",
-		"ip-addresses": []map[string]any{
-			{"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
-			{"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128},
-		},
-	}}
 	var nics []string
 	for k := range maps.Keys(v.conf) {
 		if netPattern.MatchString(k) {
@@ -72,6 +65,14 @@ func guestInterfaces(v *vm) []map[string]any {
 		}
 	}
 	slices.SortFunc(nics, func(a, b string) int { return atoiOr(a[3:], 0) - atoiOr(b[3:], 0) })
+	out := make([]map[string]any, 0, 1+len(nics))
+	out = append(out, map[string]any{
+		"name": "lo", "hardware-address": "00:00:00:00:00:00",
+		"ip-addresses": []map[string]any{
+			{"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
+			{"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128},
+		},
+	})
 	for i, k := range nics {
 		idx := atoiOr(k[3:], 0)
 		mac := strings.ToLower(netMAC(v.conf[k]))

@@ -91,7 +91,7 @@ func (s *Simulator) postClone(c *call) (any, error) {
 	id := fmt.Sprint(src.vmid)
 	if src.writer || (src.running && src.readers > 0) {
 		err := src.flock()
-		return s.startTask(c, "qmclone", id, func(error) error { return err }), nil
+		return s.startTask(c, "qmclone", id, failWith(err)), nil
 	}
 	if src.running {
 		src.writer = true

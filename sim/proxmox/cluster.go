@@ -97,10 +97,11 @@ func (s *Simulator) getVersion(*call) (any, error) {
 }
 
 func (s *Simulator) getClusterStatus(*call) (any, error) {
-	out := []map[string]any{{
+	out := make([]map[string]any, 0, 1+len(s.nodes))
+	out = append(out, map[string]any{
 		"type": "cluster", "id": "cluster", "name": ClusterName, "nodes": len(s.nodes),
 		"quorate": boolInt(s.quorate()), "version": len(s.nodes) + 1,
-	}}
+	})
 	for _, n := range s.nodes {
 		out = append(out, map[string]any{
 			"type": "node", "id": "node/" + n.name, "name": n.name, "nodeid": n.id, "ip": n.ip,

@@ -249,7 +249,7 @@ func defaultBootOrder(conf map[string]string) string {
 			}
 		}
 	}
-	order := append(disks, cdroms...)
+	order := slices.Concat(disks, cdroms)
 	if _, ok := conf["net0"]; ok {
 		order = append(order, "net0")
 	}

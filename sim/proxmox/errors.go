@@ -1,6 +1,7 @@
 package proxmoxsim
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -53,7 +54,8 @@ func missing(param string) *apiError {
 // errText is an error's message as PVE prints it in a task log or wraps it in
 // another message: without the status.
 func errText(err error) string {
-	if ae, ok := err.(*apiError); ok {
+	var ae *apiError
+	if errors.As(err, &ae) {
 		return ae.message
 	}
 	return err.Error()

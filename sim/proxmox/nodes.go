@@ -25,7 +25,7 @@ func (s *Simulator) nodeMemUsed(name string) uint64 {
 }
 
 func (s *Simulator) getNodes(*call) (any, error) {
-	out := []map[string]any{}
+	out := make([]map[string]any, 0, len(s.nodes))
 	for _, n := range s.nodes {
 		r := s.nodeResource(n)
 		delete(r, "cgroup-mode")
@@ -60,10 +60,11 @@ func (s *Simulator) getNodeVersion(c *call) (any, error) {
 
 // interfaces are a node's network interfaces: one NIC and, on it, the bridges.
 func (s *Simulator) interfaces(n *node) []map[string]any {
-	out := []map[string]any{{
+	out := make([]map[string]any, 0, 1+len(n.bridges))
+	out = append(out, map[string]any{
 		"iface": "eno1", "type": "eth", "method": "manual", "method6": "manual", "families": []string{"inet"},
 		"active": 1, "exists": 1, "priority": 3,
-	}}
+	})
 	for i, b := range n.bridges {
 		r := map[string]any{
 			"iface": b, "type": "bridge", "method": "manual", "method6": "manual", "families": []string{"inet"},
@@ -80,8 +81,9 @@ func (s *Simulator) interfaces(n *node) []map[string]any {
 
 // getNetwork lists a node's interfaces; ?type=bridge or any_bridge keeps bridges.
 func (s *Simulator) getNetwork(c *call) (any, error) {
-	out := []map[string]any{}
-	for _, r := range s.interfaces(s.node(c.node)) {
+	ifaces := s.interfaces(s.node(c.node))
+	out := make([]map[string]any, 0, len(ifaces))
+	for _, r := range ifaces {
 		switch c.params["type"] {
 		case "", r["type"]:
 		case "any_bridge":

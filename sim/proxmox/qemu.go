@@ -59,7 +59,7 @@ func (s *Simulator) VM(vmid int) (map[string]string, bool) {
 func (s *Simulator) VMs() []VMState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []VMState{}
+	out := make([]VMState, 0, len(s.vms))
 	for _, id := range slices.Sorted(maps.Keys(s.vms)) {
 		v := s.vms[id]
 		out = append(out, VMState{
@@ -245,14 +245,16 @@ func (s *Simulator) deleteVM(c *call) (any, error) {
 		return nil, failf("VM %d is running - destroy failed", v.vmid)
 	}
 	id := fmt.Sprint(v.vmid)
+	// PVE makes these checks in the worker: the call answers with a UPID, and the
+	// task fails.
 	if err := v.flock(); err != nil {
-		return s.startTask(c, "qmdestroy", id, func(error) error { return err }), nil
+		return s.startTask(c, "qmdestroy", id, failWith(err)), nil
 	}
 	if err := v.checkLock(c); err != nil {
-		return s.startTask(c, "qmdestroy", id, func(error) error { return err }), nil
+		return s.startTask(c, "qmdestroy", id, failWith(err)), nil
 	}
 	if err := s.baseInUse(v); err != nil {
-		return s.startTask(c, "qmdestroy", id, func(error) error { return err }), nil
+		return s.startTask(c, "qmdestroy", id, failWith(err)), nil
 	}
 	unreferenced := c.params["destroy-unreferenced-disks"] == "1"
 	v.conf["lock"] = "destroyed"

@@ -1,6 +1,7 @@
 package proxmoxsim
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -82,9 +83,13 @@ func (s *Simulator) routeTable() []route {
 		{method: "GET", pattern: vm + "/status/current", handle: s.getVMStatus},
 		{method: "GET", pattern: vm + "/agent/{command}", handle: s.agentCommand},
 		{method: "POST", pattern: vm + "/agent/{command}", handle: s.agentCommand},
-	}
-	for _, action := range []string{"start", "stop", "shutdown", "reboot", "reset", "suspend", "resume"} {
-		rs = append(rs, route{method: "POST", pattern: vm + "/status/" + action, handle: s.powerAction(action)})
+		{method: "POST", pattern: vm + "/status/start", handle: s.powerAction("start")},
+		{method: "POST", pattern: vm + "/status/stop", handle: s.powerAction("stop")},
+		{method: "POST", pattern: vm + "/status/shutdown", handle: s.powerAction("shutdown")},
+		{method: "POST", pattern: vm + "/status/reboot", handle: s.powerAction("reboot")},
+		{method: "POST", pattern: vm + "/status/reset", handle: s.powerAction("reset")},
+		{method: "POST", pattern: vm + "/status/suspend", handle: s.powerAction("suspend")},
+		{method: "POST", pattern: vm + "/status/resume", handle: s.powerAction("resume")},
 	}
 	for i := range rs {
 		rs[i].segs = strings.Split(strings.Trim(rs[i].pattern, "/"), "/")
@@ -206,7 +211,8 @@ func (s *Simulator) dispatch(c *call, rt *route, path string, pathParams map[str
 	}
 	data, err := rt.handle(c)
 	if err != nil {
-		if ae, ok := err.(*apiError); ok {
+		var ae *apiError
+		if errors.As(err, &ae) {
 			return nil, ae
 		}
 		return nil, failf("%v", err)

@@ -24,9 +24,9 @@ const (
 	// is empty.
 	DefaultUsername = "root@pam"
 	// DefaultPassword is DefaultUsername's password when Options.Password is empty.
-	DefaultPassword = "banlieue-dev"
+	DefaultPassword = "banlieue-dev" //nolint:gosec // the simulator's fixed, documented test password
 	// DefaultTokenID is the API token accepted when Options.TokenID is empty.
-	DefaultTokenID = "root@pam!banlieue"
+	DefaultTokenID = "root@pam!banlieue" //nolint:gosec // the simulator's fixed, documented test token ID
 	// DefaultTemplate is the template made when Options.Templates is nil, with VMID
 	// FirstTemplateVMID, on the first node.
 	DefaultTemplate = "ubuntu-2204-tpl"

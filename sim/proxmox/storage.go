@@ -168,7 +168,7 @@ func (st *storage) config() map[string]any {
 }
 
 func (s *Simulator) getStorageConfigs(*call) (any, error) {
-	out := []map[string]any{}
+	out := make([]map[string]any, 0, len(s.storages))
 	for _, st := range s.storages {
 		out = append(out, st.config())
 	}
@@ -247,10 +247,10 @@ func (s *Simulator) getStorageContent(c *call) (any, error) {
 
 // volumeParam resolves {volume}, which is a volume ID or, without a colon, a volume
 // name on the path's storage.
-func (s *Simulator) volumeParam(c *call) (*storage, *volume, string, error) {
+func (s *Simulator) volumeParam(c *call) (*storage, *volume, error) {
 	st, err := s.storageOn(c.node, c.params["storage"])
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	volid := c.params["volume"]
 	if !strings.Contains(volid, ":") {
@@ -258,13 +258,13 @@ func (s *Simulator) volumeParam(c *call) (*storage, *volume, string, error) {
 	}
 	vst, v := s.findVolume(c.node, volid)
 	if v == nil {
-		return nil, nil, "", failf("volume '%s' does not exist", volid)
+		return nil, nil, failf("volume '%s' does not exist", volid)
 	}
-	return vst, v, volid, nil
+	return vst, v, nil
 }
 
 func (s *Simulator) getVolumeAttributes(c *call) (any, error) {
-	st, v, _, err := s.volumeParam(c)
+	st, v, err := s.volumeParam(c)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func contentDir(v *volume) string {
 
 // deleteVolume removes a volume in an imgdel task, as PVE 8 does.
 func (s *Simulator) deleteVolume(c *call) (any, error) {
-	st, v, _, err := s.volumeParam(c)
+	st, v, err := s.volumeParam(c)
 	if err != nil {
 		return nil, err
 	}

@@ -64,7 +64,7 @@ func TestCicustomReadsSnippetsPutOnTheNode(t *testing.T) {
 	s := start(t, Options{})
 	ctx := context.Background()
 	c := client(t, s)
-	newid, task, err := template(t, c, 9000).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 170})
+	newid, task, err := template(t, c).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 170})
 	must(t)(task, err)
 	vm := c.NodeRef("pve1").VirtualMachineRef(newid)
 	must(t)(vm.Config(ctx, proxmox.VirtualMachineOption{Name: "cicustom", Value: "user=local:snippets/vm-170.yaml"}))
@@ -82,7 +82,7 @@ func TestGoProxmoxsCloudInitISOFlowWorksEndToEnd(t *testing.T) {
 	s := start(t, Options{})
 	ctx := context.Background()
 	c := client(t, s)
-	newid, task, err := template(t, c, 9000).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 180})
+	newid, task, err := template(t, c).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 180})
 	must(t)(task, err)
 	vm := c.NodeRef("pve1").VirtualMachineRef(newid)
 	if err := vm.CloudInit(ctx, "ide3", "#cloud-config\n", "instance-id: vm-180\n", "", ""); err != nil {

@@ -38,6 +38,12 @@ type task struct {
 // ends with.
 type taskFunc func(fail error) error
 
+// failWith is a taskFunc for a task that fails with err whatever happens: the checks
+// PVE makes in the worker rather than before it answers.
+func failWith(err error) taskFunc {
+	return func(error) error { return err }
+}
+
 // startTask forks a worker as PVE's fork_worker does and returns its UPID. The
 // worker runs on the node the path names (the node serving the API for paths that
 // name none), logs lines, waits for its type's delay, then runs finish with the

@@ -64,7 +64,7 @@ func TestTasksRunThenStopWithTheirExitStatus(t *testing.T) {
 	s := start(t, Options{TaskDelays: map[string]time.Duration{"qmclone": 200 * time.Millisecond}})
 	ctx := context.Background()
 	c := client(t, s)
-	tpl := template(t, c, 9000)
+	tpl := template(t, c)
 	_, task, err := tpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 101})
 	if err != nil {
 		t.Fatal(err)

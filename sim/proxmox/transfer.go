@@ -2,8 +2,8 @@ package proxmoxsim
 
 import (
 	"context"
-	"crypto/md5"
-	"crypto/sha1"
+	"crypto/md5"  //nolint:gosec // PVE's checksum-algorithm parameter accepts md5
+	"crypto/sha1" //nolint:gosec // PVE's checksum-algorithm parameter accepts sha1
 	"crypto/sha256"
 	"crypto/sha512"
 	"crypto/tls"
@@ -170,11 +170,11 @@ func download(ctx context.Context, src string, verifyTLS bool) ([]byte, error) {
 	defer client.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 	if err != nil {
-		return nil, fmt.Errorf("download failed: %v", err)
+		return nil, fmt.Errorf("download failed: %w", err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("download failed: %v", err)
+		return nil, fmt.Errorf("download failed: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
@@ -182,7 +182,7 @@ func download(ctx context.Context, src string, verifyTLS bool) ([]byte, error) {
 	}
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("download failed: %v", err)
+		return nil, fmt.Errorf("download failed: %w", err)
 	}
 	return data, nil
 }

@@ -11,9 +11,10 @@ import (
 	proxmox "github.com/luthermonson/go-proxmox"
 )
 
-func template(t *testing.T, c *proxmox.Client, vmid int) *proxmox.VirtualMachine {
+// template is the default template, FirstTemplateVMID on pve1.
+func template(t *testing.T, c *proxmox.Client) *proxmox.VirtualMachine {
 	t.Helper()
-	vm, err := c.NodeRef("pve1").VirtualMachine(context.Background(), vmid)
+	vm, err := c.NodeRef("pve1").VirtualMachine(context.Background(), FirstTemplateVMID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestClonesGetTheirDisksAsPVENamesThem(t *testing.T) {
 	}
 	s := start(t, Options{})
 	c := client(t, s)
-	tpl := template(t, c, 9000)
+	tpl := template(t, c)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := tt.opts
@@ -60,7 +61,7 @@ func TestVMIDsInUseAreRefused(t *testing.T) {
 	s := start(t, Options{})
 	ctx := context.Background()
 	c := client(t, s)
-	tpl := template(t, c, 9000)
+	tpl := template(t, c)
 	_, task, err := tpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 100})
 	must(t)(task, err)
 	cl, err := c.Cluster(ctx)
@@ -87,7 +88,7 @@ func TestAConfigChangeDuringASlowCloneFailsOnTheLock(t *testing.T) {
 	s := start(t, Options{TaskDelays: map[string]time.Duration{"qmclone": 500 * time.Millisecond}})
 	ctx := context.Background()
 	c := client(t, s)
-	tpl := template(t, c, 9000)
+	tpl := template(t, c)
 	newid, cloneTask, err := tpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 120, Full: true})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestConfigUpdatesAndResizeChangeTheVM(t *testing.T) {
 	s := start(t, Options{})
 	ctx := context.Background()
 	c := client(t, s)
-	newid, task, err := template(t, c, 9000).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 130, Name: "db"})
+	newid, task, err := template(t, c).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 130, Name: "db"})
 	must(t)(task, err)
 	vm := c.NodeRef("pve1").VirtualMachineRef(newid)
 	must(t)(vm.Config(ctx,
@@ -156,7 +157,7 @@ func TestPowerActionsChangeTheStatus(t *testing.T) {
 	s := start(t, Options{})
 	ctx := context.Background()
 	c := client(t, s)
-	newid, task, err := template(t, c, 9000).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 140})
+	newid, task, err := template(t, c).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 140})
 	must(t)(task, err)
 	vm := c.NodeRef("pve1").VirtualMachineRef(newid)
 	steps := []struct {
@@ -196,7 +197,7 @@ func TestTheGuestAgentReportsAddressesAfterItsDelay(t *testing.T) {
 	s := start(t, Options{GuestAgentDelay: 300 * time.Millisecond})
 	ctx := context.Background()
 	c := client(t, s)
-	newid, task, err := template(t, c, 9000).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 150})
+	newid, task, err := template(t, c).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 150})
 	must(t)(task, err)
 	vm := c.NodeRef("pve1").VirtualMachineRef(newid)
 	if _, err := vm.AgentGetNetworkIFaces(ctx); err == nil || !strings.Contains(err.Error(), "VM 150 is not running") {
@@ -226,13 +227,13 @@ func TestDeletingAVMRemovesItsDisks(t *testing.T) {
 	s := start(t, Options{})
 	ctx := context.Background()
 	c := client(t, s)
-	newid, task, err := template(t, c, 9000).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 160, Full: true})
+	newid, task, err := template(t, c).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 160, Full: true})
 	must(t)(task, err)
 	vm := c.NodeRef("pve1").VirtualMachineRef(newid)
 	must(t)(vm.Config(ctx, proxmox.VirtualMachineOption{Name: "scsi1", Value: "local-lvm:1"}))
-	_, task, err = template(t, c, 9000).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 161})
+	_, task, err = template(t, c).Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 161})
 	must(t)(task, err)
-	err = wait(t)(template(t, c, 9000).Delete(ctx, nil))
+	err = wait(t)(template(t, c).Delete(ctx, nil))
 	if !proxmox.IsTaskFailed(err) || !strings.Contains(err.Error(), "base volume 'local-lvm:base-9000-disk-0' is still in use by linked cloned") {
 		t.Fatalf("deleting a template with a linked clone: %v", err)
 	}
@@ -244,7 +245,7 @@ func TestDeletingAVMRemovesItsDisks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vols []string
+	vols := make([]string, 0, len(content))
 	for _, v := range content {
 		vols = append(vols, v.Volid)
 	}

@@ -2,7 +2,7 @@ package proxmoxsim
 
 import (
 	"crypto/rand"
-	"crypto/sha1"
+	"crypto/sha1" //nolint:gosec // PVE's config digest is SHA1
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -96,7 +96,7 @@ func typedValue(k, v string) any {
 // digest is the SHA1 of the config file's text, which PVE hands out so that a client
 // can refuse to overwrite someone else's change.
 func digest(conf map[string]string) string {
-	h := sha1.New()
+	h := sha1.New() //nolint:gosec // PVE's config digest is SHA1
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		_, _ = fmt.Fprintf(h, "%s: %s\n", k, conf[k]) // a hash.Hash never fails to write
 	}
@@ -130,7 +130,8 @@ func parseProperty(s, defaultKey string) propertyString {
 // String prints the property string as PVE does: the default value, then the
 // options in key order.
 func (p propertyString) String() string {
-	parts := []string{p.first}
+	parts := make([]string, 0, 1+len(p.opts))
+	parts = append(parts, p.first)
 	for _, k := range slices.Sorted(maps.Keys(p.opts)) {
 		parts = append(parts, k+"="+p.opts[k])
 	}

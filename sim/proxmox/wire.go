@@ -3,6 +3,7 @@ package proxmoxsim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -204,7 +205,7 @@ func readMultipart(r *http.Request, boundary string, params map[string]string) (
 	var up *upload
 	for {
 		part, err := mr.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

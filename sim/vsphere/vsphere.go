@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -27,7 +28,7 @@ const (
 	DefaultUsername = "administrator@vsphere.local"
 	// DefaultPassword is the password the simulator accepts when Options.Password is
 	// empty.
-	DefaultPassword = "banlieue-dev"
+	DefaultPassword = "banlieue-dev" //nolint:gosec // the simulator's fixed, documented test password
 )
 
 // setUpTimeout bounds the logging in and template making of Start.
@@ -143,8 +144,11 @@ func (s *Simulator) setUp(ctx context.Context, o Options) error {
 		return err
 	}
 	us, err := own.SessionManager.UserSession(setUpCtx)
-	if err != nil || us == nil {
-		return fmt.Errorf("failed to read the simulator's own session: %v", err)
+	if err != nil {
+		return fmt.Errorf("failed to read the simulator's own session: %w", err)
+	}
+	if us == nil {
+		return errors.New("failed to read the simulator's own session: no session")
 	}
 	s.own, s.ownKey = own, us.Key
 	templates := o.Templates

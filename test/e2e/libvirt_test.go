@@ -65,7 +65,7 @@ func domains(g Gomega, d *libvirtd.Daemon) []string {
 	defer func() { _ = l.Disconnect() }()
 	doms, _, err := l.ConnectListAllDomains(1, 0)
 	g.Expect(err).NotTo(HaveOccurred())
-	names := []string{}
+	names := make([]string, 0, len(doms))
 	for _, dom := range doms {
 		names = append(names, dom.Name)
 	}
@@ -82,7 +82,7 @@ func volumes(g Gomega, d *libvirtd.Daemon) []string {
 	g.Expect(l.StoragePoolRefresh(pool, 0)).To(Succeed())
 	vols, _, err := l.StoragePoolListAllVolumes(pool, 1, 0)
 	g.Expect(err).NotTo(HaveOccurred())
-	names := []string{}
+	names := make([]string, 0, len(vols))
 	for _, v := range vols {
 		names = append(names, v.Name)
 	}

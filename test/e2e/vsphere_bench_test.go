@@ -155,7 +155,7 @@ func (w writeCounts) perVM(before writeCounts, vms int) string {
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].n > rows[j].n })
-	var parts []string
+	parts := make([]string, 0, len(rows))
 	for _, r := range rows {
 		parts = append(parts, fmt.Sprintf("%s %.2f", r.key, r.n))
 	}

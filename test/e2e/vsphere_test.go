@@ -222,10 +222,10 @@ func TestAProviderKilledMidCloneAdoptsItsVMOnRestart(t *testing.T) {
 		mu      sync.Mutex
 		started bool
 	)
-	real := vsphere.NewDriver()
+	driver := vsphere.NewDriver()
 	killed := make(chan struct{})
 	dying := providersdk.DriverFunc(func(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
-		cl, err := real.Connect(ctx, info)
+		cl, err := driver.Connect(ctx, info)
 		if err != nil {
 			return nil, err
 		}

@@ -62,8 +62,9 @@ func (r *rig) createUnderKills(t *testing.T) {
 func (r *rig) deleteUnderKills(t *testing.T) {
 	g := NewWithT(t)
 	n := r.size.Rounds - r.size.Rounds/2
-	names := []string{}
-	for _, vm := range r.vms(g) {
+	vms := r.vms(g)
+	names := make([]string, 0, len(vms))
+	for _, vm := range vms {
 		names = append(names, vm.Name)
 	}
 	deleted := paced(len(names), roundsTime(n), func(i int) error {
@@ -115,12 +116,12 @@ func (r *rig) outages() []outage {
 // machines meet it.
 const flipsPerFault = 3
 
-// flipSome asks up to n VMs on a Provider for the other power state and returns their
-// names and new states.
-func (r *rig) flipSome(g Gomega, provider string, n int, canFlip func(*banlieuev1.VirtualMachine) bool) map[string]banlieuev1.PowerState {
+// flipSome asks up to flipsPerFault VMs on a Provider for the other power state and
+// returns their names and new states.
+func (r *rig) flipSome(g Gomega, provider string, canFlip func(*banlieuev1.VirtualMachine) bool) map[string]banlieuev1.PowerState {
 	flips := map[string]banlieuev1.PowerState{}
 	for _, vm := range r.vmsOn(g, provider) {
-		if len(flips) == n {
+		if len(flips) == flipsPerFault {
 			break
 		}
 		if canFlip(&vm) {
@@ -176,7 +177,7 @@ func (r *rig) backendOutages(t *testing.T) {
 			start := time.Now()
 			o.down()
 			// The changed VMs' machines meet the outage and wake the Provider's check.
-			flips := r.flipSome(g, o.provider, flipsPerFault, o.canFlip)
+			flips := r.flipSome(g, o.provider, o.canFlip)
 			r.watchTruth(t, o.provider, flips, r.size.Outage, func(p *banlieuev1.Provider) bool {
 				return strings.HasPrefix(conditionOf(p.Status.Conditions, banlieuev1.ProviderBackendReachableCondition), "False/"+banlieuev1.ProviderBackendUnreachableReason)
 			}, infrav1.MachineBackendUnreachableReason)
@@ -195,8 +196,8 @@ func (r *rig) apiServerRestart(t *testing.T) {
 	g.Expect(r.env.StartAPIServer()).To(Succeed())
 	// Changes made after the restart reach the backends only if every process's
 	// watches came back.
-	r.flipSome(g, vsphereProv, flipsPerFault, func(*banlieuev1.VirtualMachine) bool { return true })
-	r.flipSome(g, proxmoxProv, flipsPerFault, func(*banlieuev1.VirtualMachine) bool { return true })
+	r.flipSome(g, vsphereProv, func(*banlieuev1.VirtualMachine) bool { return true })
+	r.flipSome(g, proxmoxProv, func(*banlieuev1.VirtualMachine) bool { return true })
 	took, inv := r.converge(t)
 	r.requireRunning(t)
 	r.record("kube-apiserver restart", fmt.Sprintf("SIGKILL, down %.0f s, started again on the same etcd; VMs asked to change power after: %d", r.size.APIServerDown.Seconds(), 2*flipsPerFault), took, inv)
@@ -229,7 +230,7 @@ func (r *rig) credentialsRotation(t *testing.T) {
 		// vCenter session outlives a password change), so the VMs are changed once the
 		// Provider has said the credentials are rejected.
 		g.Eventually(func() bool { return rejected(r.provider(g, vsphereProv)) }).WithTimeout(2 * time.Minute).Should(BeTrue())
-		flips := r.flipSome(g, vsphereProv, flipsPerFault, func(*banlieuev1.VirtualMachine) bool { return true })
+		flips := r.flipSome(g, vsphereProv, func(*banlieuev1.VirtualMachine) bool { return true })
 		r.watchTruth(t, vsphereProv, flips, 0, rejected, infrav1.MachineCredentialsRejectedReason)
 		wrong := time.Since(start)
 		r.updateSecret(g, vsphereProv, map[string][]byte{"username": []byte(vs.Username), "password": []byte(vs.Password)})
@@ -241,7 +242,7 @@ func (r *rig) credentialsRotation(t *testing.T) {
 		pve := r.backends.Proxmox
 		pve.ResetRequests()
 		r.updateSecret(g, proxmoxProv, map[string][]byte{proxmox.UsernameKey: []byte(pve.Username), proxmox.PasswordKey: []byte(pve.Password)})
-		r.flipSome(g, proxmoxProv, flipsPerFault, func(*banlieuev1.VirtualMachine) bool { return true })
+		r.flipSome(g, proxmoxProv, func(*banlieuev1.VirtualMachine) bool { return true })
 		took, inv := r.converge(t)
 		// A password logs in for a ticket; the token never does. The token's session
 		// serves until the Provider's next inventory refresh reads the Secret again.

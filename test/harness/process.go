@@ -31,7 +31,7 @@ import (
 // Build compiles cmd/banlieue into dir and returns the binary's path.
 func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "banlieue")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue") //nolint:gosec // builds this repository's own command
 	cmd.Dir = testenv.RepoPath(".")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("failed to build banlieue: %w\n%s", err, out)
@@ -94,7 +94,7 @@ func (p *Process) start() error {
 	if err != nil {
 		return fmt.Errorf("failed to open the log of %s: %w", p.Name, err)
 	}
-	cmd := exec.Command(p.bin, p.args...)
+	cmd := exec.Command(p.bin, p.args...) //nolint:gosec // runs the binary the test just built
 	cmd.Stdout, cmd.Stderr = log, log
 	// The child dies with the test binary, so a failed test leaves no controller behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

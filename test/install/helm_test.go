@@ -73,7 +73,8 @@ func renderChart(tb testing.TB, set ...string) ([]*unstructured.Unstructured, er
 // renderChartIn renders charts/banlieue as the release "banlieue" in namespace.
 func renderChartIn(tb testing.TB, namespace string, set ...string) ([]*unstructured.Unstructured, error) {
 	tb.Helper()
-	args := []string{"template", "banlieue", testenv.RepoPath("charts/banlieue"), "--namespace", namespace, "--include-crds"}
+	args := make([]string, 0, 6+2*len(set))
+	args = append(args, "template", "banlieue", testenv.RepoPath("charts/banlieue"), "--namespace", namespace, "--include-crds")
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}

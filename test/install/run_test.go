@@ -79,7 +79,7 @@ func started(t *testing.T, mgr ctrl.Manager) (stop func()) {
 func coreManager(t *testing.T) ctrl.Manager {
 	t.Helper()
 	g := NewWithT(t)
-	mgr, err := ctrl.NewManager(serviceAccountConfig(systemNamespace, coreServiceAccount), managerOptions(coreLease))
+	mgr, err := ctrl.NewManager(serviceAccountConfig(coreServiceAccount), managerOptions(coreLease))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect((&virtualmachine.Reconciler{Client: mgr.GetClient()}).SetupWithManager(context.Background(), mgr, controller.Options{MaxConcurrentReconciles: 2})).To(Succeed())
 	return mgr
@@ -116,7 +116,7 @@ func TestAVMReachesReadyWithTheInstalledRBACOnly(t *testing.T) {
 	// nothing but the RBAC the manifests bind to them.
 	started(t, coreManager(t))
 	vs := vspheretest.Start(t)
-	provider, err := ctrl.NewManager(serviceAccountConfig(systemNamespace, vsphereServiceAccount), managerOptions("banlieue-provider-vsphere.banlieue.io"))
+	provider, err := ctrl.NewManager(serviceAccountConfig(vsphereServiceAccount), managerOptions("banlieue-provider-vsphere.banlieue.io"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(providersdk.Setup(provider, testVSphereConfig())).To(Succeed())
 	started(t, provider)
@@ -226,7 +226,7 @@ func TestServiceAccountsReadNoSecretOutsideTheirGrant(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			c := impersonatingClient(g, serviceAccountConfig(systemNamespace, tc.serviceAccount))
+			c := impersonatingClient(g, serviceAccountConfig(tc.serviceAccount))
 			err := c.Get(ctx, client.ObjectKey{Namespace: tc.namespace, Name: "absent"}, &corev1.Secret{})
 			if tc.allowed {
 				g.Expect(client.IgnoreNotFound(err)).To(Succeed(), "a get that RBAC allows finds no such Secret")
@@ -253,7 +253,7 @@ func TestEachBinaryHoldsLeasesAndRecordsCoreEventsInTheSystemNamespaceOnly(t *te
 		} {
 			t.Run(serviceAccount+" "+tc.name, func(t *testing.T) {
 				g := NewWithT(t)
-				c := impersonatingClient(g, serviceAccountConfig(systemNamespace, serviceAccount))
+				c := impersonatingClient(g, serviceAccountConfig(serviceAccount))
 				lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.namespace, Name: "rbac-probe"}}
 				// The core/v1 Event leader election records on its Lease.
 				event := &corev1.Event{

@@ -55,13 +55,13 @@ func installed(tb testing.TB) {
 	}
 }
 
-// serviceAccountConfig is a config that impersonates the ServiceAccount namespace/name,
-// with the groups the API server gives a ServiceAccount's token.
-func serviceAccountConfig(namespace, name string) *rest.Config {
+// serviceAccountConfig is a config that impersonates the ServiceAccount name in the
+// system namespace, with the groups the API server gives a ServiceAccount's token.
+func serviceAccountConfig(name string) *rest.Config {
 	c := rest.CopyConfig(env.Config)
 	c.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + namespace + ":" + name,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		UserName: "system:serviceaccount:" + systemNamespace + ":" + name,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNamespace, "system:authenticated"},
 	}
 	return c
 }

@@ -154,8 +154,9 @@ func cloneWithNewID(ctx context.Context, cluster *goproxmox.Cluster, tpl *goprox
 }
 
 // directLibvirt defines n domains with go-libvirt, directWorkers at a time, each with a qcow2
-// overlay of the image, left shut off as banlieue's libvirt VMs are here.
-func (b *bench) directLibvirt(ctx context.Context, n int) error {
+// overlay of the image, left shut off as banlieue's libvirt VMs are here. go-libvirt
+// takes no context.
+func (b *bench) directLibvirt(_ context.Context, n int) error {
 	l, err := b.sims.Libvirt.Connect("qemu:///system")
 	if err != nil {
 		return err

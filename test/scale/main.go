@@ -56,20 +56,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "scale: -n must be at least 1")
 		os.Exit(2)
 	}
+	os.Exit(execute(o))
+}
+
+// execute runs the benchmark until it ends or a signal stops it, prints the report
+// and returns the process's exit code.
+func execute(o options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	report, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
-		os.Exit(1)
+		return 1
 	}
 	fmt.Print(report)
 	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+		if err := os.WriteFile(o.out, []byte(report), 0o600); err != nil {
 			fmt.Fprintln(os.Stderr, "scale:", err)
-			os.Exit(1)
+			return 1
 		}
 	}
+	return 0
 }
 
 // logf prints progress to stderr, so that stdout holds only the report.

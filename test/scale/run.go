@@ -91,7 +91,7 @@ func run(ctx context.Context, o options) (string, error) {
 		if b.o.dir, err = os.MkdirTemp("", "banlieue-scale-"); err != nil {
 			return "", err
 		}
-	} else if err := os.MkdirAll(b.o.dir, 0o755); err != nil {
+	} else if err := os.MkdirAll(b.o.dir, 0o750); err != nil {
 		return "", err
 	}
 	logf("Building banlieue into %s (controller logs go there too)", b.o.dir)
@@ -394,8 +394,9 @@ func (b *bench) shares() string {
 
 // vms are the VirtualMachines to create, the backends taking turns.
 func (b *bench) vms() []*banlieuev1.VirtualMachine {
-	var vms []*banlieuev1.VirtualMachine
-	for i, be := range b.interleaved() {
+	backends := b.interleaved()
+	vms := make([]*banlieuev1.VirtualMachine, 0, len(backends))
+	for i, be := range backends {
 		vm := builder.VirtualMachine(namespace, fmt.Sprintf("vm-%05d", i), className, imageName, builder.WithProviderSelector(map[string]string{backendLabel: be.class}))
 		vm.Labels = map[string]string{backendLabel: be.class}
 		if be.powerOff {
@@ -494,7 +495,7 @@ func download(ctx context.Context, url, path string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	f, err := os.Create(path)
+	f, err := os.Create(path) //nolint:gosec // a heap profile path in the benchmark's own folder
 	if err != nil {
 		return err
 	}

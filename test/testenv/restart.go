@@ -71,7 +71,7 @@ func apiServerPID(certDir string) (int, error) {
 	}
 	flag := []byte("--cert-dir=" + certDir)
 	for _, path := range procs {
-		cmdline, err := os.ReadFile(path)
+		cmdline, err := os.ReadFile(path) //nolint:gosec // a /proc/<pid>/cmdline file found by the glob above
 		if err != nil {
 			continue // gone meanwhile
 		}

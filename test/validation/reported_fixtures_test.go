@@ -44,7 +44,10 @@ func (m *manager) running() error {
 	select {
 	case err := <-m.done:
 		m.done <- err
-		return fmt.Errorf("the %s manager stopped: %v", m.name, err)
+		if err == nil {
+			return fmt.Errorf("the %s manager stopped without an error", m.name)
+		}
+		return fmt.Errorf("the %s manager stopped: %w", m.name, err)
 	default:
 		return nil
 	}
@@ -187,11 +190,9 @@ func (w *world) name(n string) string { return w.ns + "-" + n }
 func (w *world) labels() map[string]string { return map[string]string{"test": w.ns} }
 
 // secret creates a Secret in the row's namespace.
-func (w *world) secret(name string, data map[string][]byte) *corev1.Secret {
+func (w *world) secret(name string, data map[string][]byte) {
 	w.t.Helper()
-	s := builder.Secret(w.ns, name, data)
-	w.create(s)
-	return s
+	w.create(builder.Secret(w.ns, name, data))
 }
 
 // providerMod changes a Provider and its credentials Secret before they are created; a
@@ -349,8 +350,10 @@ func (w *world) cleanUp() {
 	}
 }
 
-// longName returns a DNS subdomain of exactly n characters that starts with prefix.
-func longName(prefix string, n int) string {
+// longName returns a DNS subdomain of the longest length, 253 characters, that starts
+// with prefix.
+func longName(prefix string) string {
+	const n = 253
 	var b strings.Builder
 	b.WriteString(prefix)
 	for b.Len() < n {

@@ -441,7 +441,7 @@ var reportedCases = []reportedCase{
 		name: "A VM with a 253-character name runs on vSphere, as a VM whose name vSphere accepts.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.vsphereProvider())
-			return w.vm(longName("web", 253), w.class(), w.image())
+			return w.vm(longName("web"), w.class(), w.image())
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionTrue, reason: banlieuev1.VirtualMachineRunningReason,
 		then: func(g Gomega, w *world, obj client.Object) {
@@ -457,7 +457,7 @@ var reportedCases = []reportedCase{
 		name: "A VM with a 253-character name runs on Proxmox VE, as a VM whose name is one DNS label.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.proxmoxProvider())
-			return w.vm(longName("web", 253), w.class(), w.image())
+			return w.vm(longName("web"), w.class(), w.image())
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionTrue, reason: banlieuev1.VirtualMachineRunningReason,
 		then: func(g Gomega, w *world, obj client.Object) {
@@ -470,8 +470,8 @@ var reportedCases = []reportedCase{
 		name: "A VM of a VMClass and a VMImage with 253-character names runs on vSphere.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.vsphereProvider())
-			class := w.class(func(c *banlieuev1.VMClass) { c.Name = longName(w.ns+"-class", 253) })
-			img := w.imageNamed(longName(w.ns+"-image", 253))
+			class := w.class(func(c *banlieuev1.VMClass) { c.Name = longName(w.ns + "-class") })
+			img := w.imageNamed(longName(w.ns + "-image"))
 			return w.vm("web-1", class, img)
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionTrue, reason: banlieuev1.VirtualMachineRunningReason,

@@ -1352,13 +1352,13 @@ func TestMachineCRDsCarryContractLabels(t *testing.T) {
 // baseVMNamed returns baseVM with the given name.
 func baseVMNamed(name string) string { return fmt.Sprintf(baseVM, name) }
 
-// replaceOnce replaces the first old in s with new, and panics when s has no old, so a
-// case cannot silently send an unchanged object.
-func replaceOnce(s, old, new string) string {
+// replaceOnce replaces the first old in s with replacement, and panics when s has no
+// old, so a case cannot silently send an unchanged object.
+func replaceOnce(s, old, replacement string) string {
 	if !strings.Contains(s, old) {
 		panic(fmt.Sprintf("%q not found in manifest", old))
 	}
-	return strings.Replace(s, old, new, 1)
+	return strings.Replace(s, old, replacement, 1)
 }
 
 // getLike reads back the object that obj names, as the API server stored it.

@@ -13,6 +13,9 @@ type LocalObjectReference struct {
 	Name string `json:"name,omitempty"`
 }
 
+// IsDefined reports whether the reference is set.
+func (r LocalObjectReference) IsDefined() bool { return r.Name != "" }
+
 // KeyReference names one key of a ConfigMap or Secret in the referring object's namespace.
 type KeyReference struct {
 	// name of the ConfigMap or Secret.
@@ -27,6 +30,9 @@ type KeyReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
 }
+
+// IsDefined reports whether the key reference is set.
+func (r KeyReference) IsDefined() bool { return r.Name != "" }
 
 // LabelSelector is a Kubernetes label selector (the same shape as metav1.LabelSelector)
 // whose expressions the API server checks, so a selector that cannot match anything
@@ -149,11 +155,11 @@ type IPAM struct {
 
 	// static holds the addresses of a statically configured interface.
 	// +optional
-	Static *StaticIPAM `json:"static,omitempty"`
+	Static StaticIPAM `json:"static,omitempty,omitzero"`
 
 	// pool names the address pool to allocate from.
 	// +optional
-	Pool *PoolIPAM `json:"pool,omitempty"`
+	Pool PoolIPAM `json:"pool,omitempty,omitzero"`
 }
 
 // StaticIPAM is a statically configured interface.
@@ -183,12 +189,18 @@ type StaticIPAM struct {
 	Nameservers []string `json:"nameservers,omitempty"`
 }
 
+// IsDefined reports whether the static configuration is set.
+func (s StaticIPAM) IsDefined() bool { return len(s.Addresses) > 0 }
+
 // PoolIPAM names an address pool.
 type PoolIPAM struct {
 	// poolRef names the pool to allocate an address from.
 	// +required
 	PoolRef LocalObjectReference `json:"poolRef,omitempty,omitzero"`
 }
+
+// IsDefined reports whether the pool is set.
+func (p PoolIPAM) IsDefined() bool { return p.PoolRef.IsDefined() }
 
 // MachineAddressType is the kind of a machine address, as in Cluster API.
 // +kubebuilder:validation:Enum=Hostname;ExternalIP;InternalIP;ExternalDNS;InternalDNS
@@ -233,6 +245,9 @@ type UserData struct {
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
 }
+
+// IsDefined reports whether the user data is set.
+func (u UserData) IsDefined() bool { return u.SecretRef.IsDefined() }
 
 // Initialization reports the one-time steps of bringing a VM up.
 //

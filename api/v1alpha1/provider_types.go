@@ -49,7 +49,7 @@ type Connection struct {
 	// credentialsRef names the Secret, in the Provider's namespace, holding the credentials;
 	// its keys depend on the provider class.
 	// +optional
-	CredentialsRef *LocalObjectReference `json:"credentialsRef,omitempty"`
+	CredentialsRef LocalObjectReference `json:"credentialsRef,omitempty,omitzero"`
 
 	// insecureSkipTLSVerify turns off verification of the backend's certificate; unset
 	// means false. Use it only for test backends.
@@ -73,11 +73,11 @@ type CABundle struct {
 
 	// configMapRef names a ConfigMap key, in the Provider's namespace, holding the bundle.
 	// +optional
-	ConfigMapRef *KeyReference `json:"configMapRef,omitempty"`
+	ConfigMapRef KeyReference `json:"configMapRef,omitempty,omitzero"`
 
 	// secretRef names a Secret key, in the Provider's namespace, holding the bundle.
 	// +optional
-	SecretRef *KeyReference `json:"secretRef,omitempty"`
+	SecretRef KeyReference `json:"secretRef,omitempty,omitzero"`
 }
 
 // Capabilities are what a backend offers to VMs.
@@ -142,6 +142,9 @@ type MachineKind struct {
 	Kind string `json:"kind,omitempty"`
 }
 
+// IsDefined reports whether the machine kind is set.
+func (k MachineKind) IsDefined() bool { return k.Kind != "" }
+
 // FailureDomain is a part of a backend that fails independently: a compute cluster, a
 // host, a Proxmox node.
 type FailureDomain struct {
@@ -199,7 +202,7 @@ type ProviderStatus struct {
 
 	// machineKind is the infrastructure machine kind that core creates for VMs placed here.
 	// +optional
-	MachineKind *MachineKind `json:"machineKind,omitempty"`
+	MachineKind MachineKind `json:"machineKind,omitempty,omitzero"`
 
 	// failureDomains are the parts of the backend that VMs can be placed in.
 	// +optional

@@ -86,7 +86,7 @@ type VirtualMachineSpec struct {
 
 	// userData references the cloud-init, Ignition or sysprep payload for the guest.
 	// +optional
-	UserData *UserData `json:"userData,omitempty"`
+	UserData UserData `json:"userData,omitempty,omitzero"`
 
 	// migrationPolicy says what happens when the placement is no longer valid: automatic
 	// (the default), manual or never.
@@ -171,6 +171,9 @@ type ScheduledPlacement struct {
 	ScheduledAt *metav1.Time `json:"scheduledAt,omitempty"`
 }
 
+// IsDefined reports whether the placement is set.
+func (p ScheduledPlacement) IsDefined() bool { return p.ProviderName != "" }
+
 // ContractVersionedObjectReference names an object through its API group, as Cluster API does.
 type ContractVersionedObjectReference struct {
 	// apiGroup is the object's API group.
@@ -192,6 +195,9 @@ type ContractVersionedObjectReference struct {
 	Name string `json:"name,omitempty"`
 }
 
+// IsDefined reports whether the reference is set.
+func (r ContractVersionedObjectReference) IsDefined() bool { return r.Name != "" }
+
 // VirtualMachineStatus is what the core controller observed of the VM.
 //
 // +kubebuilder:validation:MinProperties=1
@@ -206,11 +212,11 @@ type VirtualMachineStatus struct {
 
 	// scheduled is the VM's current placement.
 	// +optional
-	Scheduled *ScheduledPlacement `json:"scheduled,omitempty"`
+	Scheduled ScheduledPlacement `json:"scheduled,omitempty,omitzero"`
 
 	// infrastructureRef names the infrastructure machine that carries the VM.
 	// +optional
-	InfrastructureRef *ContractVersionedObjectReference `json:"infrastructureRef,omitempty"`
+	InfrastructureRef ContractVersionedObjectReference `json:"infrastructureRef,omitempty,omitzero"`
 
 	// providerID is the backend's stable identifier of the VM, e.g. vsphere://<uuid>.
 	// +optional

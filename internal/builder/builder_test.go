@@ -74,7 +74,7 @@ func TestVirtualMachine(t *testing.T) {
 	}
 	selected, userData := base(), base()
 	selected.Spec.Placement.ProviderSelector = &banlieuev1.LabelSelector{MatchLabels: map[string]string{"test": "ns"}}
-	userData.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}, Key: "user-data"}
+	userData.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}, Key: "user-data"}
 	tests := []struct {
 		name string
 		opts []func(*banlieuev1.VirtualMachine)

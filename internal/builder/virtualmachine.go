@@ -36,6 +36,6 @@ func WithProviderSelector(labels map[string]string) func(*banlieuev1.VirtualMach
 // key ("" for the provider's default key).
 func WithUserData(secret, key string) func(*banlieuev1.VirtualMachine) {
 	return func(vm *banlieuev1.VirtualMachine) {
-		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: secret}, Key: key}
+		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: secret}, Key: key}
 	}
 }

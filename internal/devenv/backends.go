@@ -211,7 +211,7 @@ func devProvider(name, class, env string, conn banlieuev1.Connection, storage, n
 func simConnection(endpoint, secret string, ca []byte) banlieuev1.Connection {
 	return banlieuev1.Connection{
 		Endpoint:       endpoint,
-		CredentialsRef: &banlieuev1.LocalObjectReference{Name: secret},
+		CredentialsRef: banlieuev1.LocalObjectReference{Name: secret},
 		CABundle:       &banlieuev1.CABundle{Inline: string(ca)},
 	}
 }

@@ -330,7 +330,7 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) 
 	case placed:
 	case ptr.Deref(p.Spec.Paused, false):
 		return "paused"
-	case p.Status.MachineKind == nil:
+	case !p.Status.MachineKind.IsDefined():
 		return fmt.Sprintf("no provider controller for class %q has claimed it (status.machineKind is empty)", p.Spec.ProviderClassRef.Name)
 	case !apimeta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ReadyCondition):
 		return "not Ready" + conditionDetail(apimeta.FindStatusCondition(p.Status.Conditions, banlieuev1.ReadyCondition))

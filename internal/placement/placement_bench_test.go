@@ -58,7 +58,7 @@ func benchInputs(c benchCase) (*Scheduler, *Request, LoadFunc) {
 				NamespaceSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"tenant": "yes"}},
 			},
 			Status: banlieuev1.ProviderStatus{
-				MachineKind: &banlieuev1.MachineKind{APIGroup: "infrastructure.banlieue.io", Version: "v1alpha1", Kind: "VSphereMachine"},
+				MachineKind: banlieuev1.MachineKind{APIGroup: "infrastructure.banlieue.io", Version: "v1alpha1", Kind: "VSphereMachine"},
 				Conditions:  []metav1.Condition{{Type: banlieuev1.ReadyCondition, Status: metav1.ConditionTrue}},
 			},
 		}

@@ -31,7 +31,7 @@ func provider(name string, opts ...providerOpt) *banlieuev1.Provider {
 			},
 		},
 		Status: banlieuev1.ProviderStatus{
-			MachineKind: &banlieuev1.MachineKind{APIGroup: "infrastructure.banlieue.io", Version: "v1alpha1", Kind: "VSphereMachine"},
+			MachineKind: banlieuev1.MachineKind{APIGroup: "infrastructure.banlieue.io", Version: "v1alpha1", Kind: "VSphereMachine"},
 			Conditions:  []metav1.Condition{{Type: banlieuev1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"}},
 		},
 	}
@@ -57,7 +57,9 @@ func deleting() providerOpt {
 	return func(p *banlieuev1.Provider) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }
 }
 
-func unclaimed() providerOpt { return func(p *banlieuev1.Provider) { p.Status.MachineKind = nil } }
+func unclaimed() providerOpt {
+	return func(p *banlieuev1.Provider) { p.Status.MachineKind = banlieuev1.MachineKind{} }
+}
 
 func notReady(message string) providerOpt {
 	return func(p *banlieuev1.Provider) {

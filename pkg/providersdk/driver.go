@@ -49,7 +49,7 @@ type ProviderInfo struct {
 // messages; "<namespace>/<none>" when it has none.
 func (i ProviderInfo) SecretRef() string {
 	p := i.Provider
-	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
+	if ref := p.Spec.Connection.CredentialsRef; ref.IsDefined() {
 		return p.Namespace + "/" + ref.Name
 	}
 	return p.Namespace + "/<none>"

@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// counts what was meant; its retry corrects the count. A machine whose finalizer
 	// was removed no longer counts.
 	defer func() {
-		r.tasks.set(u.GetUID(), req.NamespacedName, s.status.Task != nil && controllerutil.ContainsFinalizer(u, r.finalizer))
+		r.tasks.set(u.GetUID(), req.NamespacedName, s.status.Task.IsDefined() && controllerutil.ContainsFinalizer(u, r.finalizer))
 	}()
 	if why := machinePaused(u); why != "" {
 		return ctrl.Result{}, r.pause(ctx, s, why)

@@ -134,7 +134,7 @@ func TestAnInFlightCloneIsReportedAndPolled(t *testing.T) {
 	if diff := cmp.Diff(ready{"False", "Cloning", "clone in progress"}, readyOf(got)); diff != "" {
 		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
-	if got.Status.Task == nil || got.Status.Task.Operation != providersdk.OperationClone {
+	if !got.Status.Task.IsDefined() || got.Status.Task.Operation != providersdk.OperationClone {
 		t.Errorf("status.task = %+v, want a clone", got.Status.Task)
 	}
 	// The Provider stops holding: the edit reconnects and the clone is done.
@@ -150,7 +150,7 @@ func TestAnInFlightCloneIsReportedAndPolled(t *testing.T) {
 	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(got)); diff != "" {
 		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
-	if got.Status.Task != nil {
+	if got.Status.Task.IsDefined() {
 		t.Errorf("status.task = %+v after the clone, want none", got.Status.Task)
 	}
 	if d.Creates() != 1 {
@@ -235,7 +235,7 @@ func TestSynchronousStepsAreTakenInOneReconcile(t *testing.T) {
 		t.Error("the power-on task in flight was not requeued")
 	}
 	got := e.get(m)
-	if got.Status.Task == nil || got.Status.Task.Ref != "task-power-on" {
+	if !got.Status.Task.IsDefined() || got.Status.Task.Ref != "task-power-on" {
 		t.Errorf("status.task = %+v after the first reconcile, want task-power-on", got.Status.Task)
 	}
 	if diff := cmp.Diff(ready{"False", infrav1.MachineUpdatingReason, "update in progress"}, readyOf(got)); diff != "" {
@@ -254,7 +254,7 @@ func TestSynchronousStepsAreTakenInOneReconcile(t *testing.T) {
 		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
 	// One step per reconcile took four reconciles, each requeued, and three status writes.
-	if b.updates != 3 || writes != 2 || got.Status.Task != nil {
+	if b.updates != 3 || writes != 2 || got.Status.Task.IsDefined() {
 		t.Errorf("after two reconciles: %d updates, %d status writes, task %+v; want 3, 2 and none", b.updates, writes, got.Status.Task)
 	}
 }

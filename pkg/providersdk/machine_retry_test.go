@@ -77,7 +77,7 @@ func TestAWaitWithoutATaskReferenceKeepsTheRecordedTask(t *testing.T) {
 	e.mustReconcile(r, m)
 	e.mustReconcile(r, m)
 	got := e.get(m)
-	if got.Status.Task == nil || got.Status.Task.Ref != "UPID:pve1:1" {
+	if !got.Status.Task.IsDefined() || got.Status.Task.Ref != "UPID:pve1:1" {
 		t.Errorf("status.task = %+v, want the clone's task UPID:pve1:1 kept", got.Status.Task)
 	}
 }

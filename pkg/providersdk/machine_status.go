@@ -47,7 +47,7 @@ func newScope(u *unstructured.Unstructured) (*scope, error) {
 		return nil, err
 	}
 	m := &Machine{UID: u.GetUID(), Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), Spec: spec, Object: u}
-	if t := status.Task; t != nil {
+	if t := status.Task; t.IsDefined() {
 		m.Task = Task{Ref: t.Ref, Operation: t.Operation}
 		if t.StartedAt != nil {
 			m.Task.StartedAt = t.StartedAt.Time
@@ -79,9 +79,9 @@ func (s *scope) recordDetails(details any) {
 func (s *scope) setTask(t Task) {
 	switch {
 	case !t.InFlight():
-		s.status.Task = nil
-	case s.status.Task == nil || s.status.Task.Ref != t.Ref || s.status.Task.Operation != t.Operation:
-		s.status.Task = &infrav1.TaskReference{Ref: t.Ref, Operation: t.Operation, StartedAt: ptr.To(metav1.Now())}
+		s.status.Task = infrav1.TaskReference{}
+	case !s.status.Task.IsDefined() || s.status.Task.Ref != t.Ref || s.status.Task.Operation != t.Operation:
+		s.status.Task = infrav1.TaskReference{Ref: t.Ref, Operation: t.Operation, StartedAt: ptr.To(metav1.Now())}
 	}
 }
 

@@ -98,12 +98,12 @@ func TestAPermanentErrorForgetsTheRecordedTask(t *testing.T) {
 	r := providersdk.NewReconciler(k8s, testMachineGVK, refused, providersdk.WithFinalizer(provider.Finalizer))
 	m := e.machine("web")
 	e.mustReconcile(r, m)
-	if got := e.get(m); got.Status.Task == nil {
+	if got := e.get(m); !got.Status.Task.IsDefined() {
 		t.Fatal("the clone's task was not recorded")
 	}
 	e.mustReconcile(r, m)
 	got := e.get(m)
-	if got.Status.Task != nil {
+	if got.Status.Task.IsDefined() {
 		t.Errorf("status.task = %+v after a permanent failure, want none: a deletion would wait for it", got.Status.Task)
 	}
 	if got.Status.FailureReason != infrav1.MachineNameConflictReason {

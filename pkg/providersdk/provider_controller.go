@@ -113,7 +113,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	status := p.Status.DeepCopy()
-	status.MachineKind = &banlieuev1.MachineKind{APIGroup: r.gvk.Group, Version: r.gvk.Version, Kind: r.gvk.Kind}
+	status.MachineKind = banlieuev1.MachineKind{APIGroup: r.gvk.Group, Version: r.gvk.Version, Kind: r.gvk.Kind}
 	res, err := r.check(ctx, p, status)
 	if err == nil {
 		status.ObservedGeneration = p.Generation

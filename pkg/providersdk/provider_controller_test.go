@@ -190,7 +190,7 @@ func TestProviderStatusSaysWhatIsWrongWithTheBackend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, func(p *banlieuev1.Provider) {
-				p.Spec.Connection.CredentialsRef = &banlieuev1.LocalObjectReference{Name: "creds"}
+				p.Spec.Connection.CredentialsRef = banlieuev1.LocalObjectReference{Name: "creds"}
 			})
 			if tt.credentials {
 				e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "creds"}, StringData: map[string]string{"username": "u", "password": "p"}})
@@ -207,7 +207,7 @@ func TestProviderStatusSaysWhatIsWrongWithTheBackend(t *testing.T) {
 			if diff := cmp.Diff(tt.wantDomains, got.Status.FailureDomains, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("failure domains (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(&provider.MachineKind, got.Status.MachineKind); diff != "" {
+			if diff := cmp.Diff(provider.MachineKind, got.Status.MachineKind); diff != "" {
 				t.Errorf("machineKind (-want +got):\n%s", diff)
 			}
 			if res.RequeueAfter <= 0 {
@@ -224,7 +224,7 @@ func TestAProviderOfAnotherClassIsLeftAlone(t *testing.T) {
 	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = "someone-else" })
 	e.reconcileProvider(newProviderReconciler(backendWith(nil, nil)))
 	got := e.getProvider()
-	if len(got.Finalizers) != 0 || got.Status.MachineKind != nil || len(got.Status.Conditions) != 0 {
+	if len(got.Finalizers) != 0 || got.Status.MachineKind.IsDefined() || len(got.Status.Conditions) != 0 {
 		t.Errorf("a Provider of another class was touched: finalizers %v, status %+v", got.Finalizers, got.Status)
 	}
 }
@@ -266,28 +266,28 @@ func TestTheCABundleReachesTheDriverFromWhereverItIsGiven(t *testing.T) {
 		want:   pem,
 	}, {
 		name:   "a ConfigMap key",
-		bundle: banlieuev1.CABundle{ConfigMapRef: &banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
+		bundle: banlieuev1.CABundle{ConfigMapRef: banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
 		objects: func(ns string) []client.Object {
 			return []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"ca.crt": pem}}}
 		},
 		want: pem,
 	}, {
 		name:   "a Secret key",
-		bundle: banlieuev1.CABundle{SecretRef: &banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
+		bundle: banlieuev1.CABundle{SecretRef: banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
 		objects: func(ns string) []client.Object {
 			return []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, StringData: map[string]string{"ca.crt": pem}}}
 		},
 		want: pem,
 	}, {
 		name:   "a ConfigMap without the key says which key is missing",
-		bundle: banlieuev1.CABundle{ConfigMapRef: &banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
+		bundle: banlieuev1.CABundle{ConfigMapRef: banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
 		objects: func(ns string) []client.Object {
 			return []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string]string{"other": pem}}}
 		},
 		want: `False/CredentialsNotFound: ConfigMap NS/ca has no key "ca.crt": CA bundle not found`,
 	}, {
 		name:   "a missing Secret says which",
-		bundle: banlieuev1.CABundle{SecretRef: &banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
+		bundle: banlieuev1.CABundle{SecretRef: banlieuev1.KeyReference{Name: "ca", Key: "ca.crt"}},
 		want:   "False/CredentialsNotFound: Secret NS/ca: CA bundle not found",
 	}}
 	for _, tt := range tests {

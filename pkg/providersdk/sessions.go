@@ -44,7 +44,7 @@ func NewSessions(driver Driver, reader client.Reader) *Sessions {
 func (s *Sessions) Connect(ctx context.Context, p *banlieuev1.Provider) (Client, error) {
 	info := ProviderInfo{Provider: p}
 	key := sessionKey{provider: p.UID, generation: p.Generation}
-	if ref := p.Spec.Connection.CredentialsRef; ref != nil {
+	if ref := p.Spec.Connection.CredentialsRef; ref.IsDefined() {
 		secret := &corev1.Secret{}
 		if err := s.reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, secret); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -94,13 +94,13 @@ func (s *Sessions) caBundle(ctx context.Context, p *banlieuev1.Provider) ([]byte
 		return nil, nil
 	case b.Inline != "":
 		return []byte(b.Inline), nil
-	case b.ConfigMapRef != nil:
+	case b.ConfigMapRef.IsDefined():
 		cm := &corev1.ConfigMap{}
 		return s.readKey(ctx, p.Namespace, "ConfigMap", cm, b.ConfigMapRef, func(key string) ([]byte, bool) {
 			v, ok := cm.Data[key]
 			return []byte(v), ok
 		})
-	case b.SecretRef != nil:
+	case b.SecretRef.IsDefined():
 		secret := &corev1.Secret{}
 		return s.readKey(ctx, p.Namespace, "Secret", secret, b.SecretRef, func(key string) ([]byte, bool) {
 			v, ok := secret.Data[key]
@@ -112,7 +112,7 @@ func (s *Sessions) caBundle(ctx context.Context, p *banlieuev1.Provider) ([]byte
 
 // readKey reads ref's object (a ConfigMap or Secret, into obj) in namespace and returns
 // its key's value, found with value.
-func (s *Sessions) readKey(ctx context.Context, namespace, kind string, obj client.Object, ref *banlieuev1.KeyReference, value func(key string) ([]byte, bool)) ([]byte, error) {
+func (s *Sessions) readKey(ctx context.Context, namespace, kind string, obj client.Object, ref banlieuev1.KeyReference, value func(key string) ([]byte, bool)) ([]byte, error) {
 	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("%s %s/%s: %w", kind, namespace, ref.Name, errCABundleNotFound)

@@ -19,7 +19,7 @@ import (
 
 func TestARotatedSecretIsPickedUpByTheProviderCheckNotByEveryMachineReconcile(t *testing.T) {
 	e := newEnv(t, func(p *banlieuev1.Provider) {
-		p.Spec.Connection.CredentialsRef = &banlieuev1.LocalObjectReference{Name: "creds"}
+		p.Spec.Connection.CredentialsRef = banlieuev1.LocalObjectReference{Name: "creds"}
 	})
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "creds"}, Data: map[string][]byte{"password": []byte("one")}}
 	e.create(secret)
@@ -55,7 +55,7 @@ func TestARotatedSecretIsPickedUpByTheProviderCheckNotByEveryMachineReconcile(t 
 
 func TestCredentialsTheBackendRejectsAreReadAgainAtOnce(t *testing.T) {
 	e := newEnv(t, func(p *banlieuev1.Provider) {
-		p.Spec.Connection.CredentialsRef = &banlieuev1.LocalObjectReference{Name: "creds"}
+		p.Spec.Connection.CredentialsRef = banlieuev1.LocalObjectReference{Name: "creds"}
 	})
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "creds"}, Data: map[string][]byte{"password": []byte("old")}}
 	e.create(secret)
@@ -93,7 +93,7 @@ func TestCredentialsTheBackendRejectsAreReadAgainAtOnce(t *testing.T) {
 
 func TestAMissingSecretSaysSo(t *testing.T) {
 	e := newEnv(t, func(p *banlieuev1.Provider) {
-		p.Spec.Connection.CredentialsRef = &banlieuev1.LocalObjectReference{Name: "absent"}
+		p.Spec.Connection.CredentialsRef = banlieuev1.LocalObjectReference{Name: "absent"}
 	})
 	r := provider.NewReconciler(k8s, provider.NewDriver())
 	m := e.machine("web")

@@ -72,7 +72,7 @@ func TestMachineLifecycle(t *testing.T) {
 	}
 	m.Spec.Interfaces = []infrav1.MachineInterface{
 		{Name: "eth0", NetworkClass: "prod", Target: map[string]string{"bridge": "vmbr1"},
-			IPAM: &banlieuev1.IPAM{Source: banlieuev1.IPAMSourceStatic, Static: &banlieuev1.StaticIPAM{
+			IPAM: &banlieuev1.IPAM{Source: banlieuev1.IPAMSourceStatic, Static: banlieuev1.StaticIPAM{
 				Addresses: []string{"10.1.2.3/24"}, Gateway: "10.1.2.1", Nameservers: []string{"10.1.0.53"}}}},
 		{Name: "eth1", NetworkClass: "prod", Target: map[string]string{"bridge": "vmbr0"}},
 	}

@@ -168,7 +168,7 @@ func ipConfig(iface infrav1.MachineInterface) (string, string, error) {
 	if iface.IPAM == nil || iface.IPAM.Source == "" || iface.IPAM.Source == banlieuev1.IPAMSourceDHCP {
 		return "ip=dhcp", "", nil
 	}
-	if iface.IPAM.Source != banlieuev1.IPAMSourceStatic || iface.IPAM.Static == nil {
+	if iface.IPAM.Source != banlieuev1.IPAMSourceStatic || !iface.IPAM.Static.IsDefined() {
 		return "", "", providersdk.Permanent(infrav1.MachineFailedReason,
 			"interface %q: IPAM source %s is not supported by the Proxmox provider; use dhcp or static", iface.Name, iface.IPAM.Source)
 	}

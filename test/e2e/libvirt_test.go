@@ -99,7 +99,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnLibvirt(t *testing.T) {
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": "#cloud-config\n"}})
 	img := f.image("jammy", builder.BackingFile(libvirt.ProviderClass, lvPool+"/"+lvImage))
 	vm := f.vm("web-1", f.class("small"), img, func(vm *banlieuev1.VirtualMachine) {
-		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
 	})
 	f.eventually(vm, func(g Gomega) {
 		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))

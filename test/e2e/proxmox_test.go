@@ -87,7 +87,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": userData}})
 	class := f.class("small")
 	vm := f.vm("web-1", class, f.image("ubuntu", builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName)), func(vm *banlieuev1.VirtualMachine) {
-		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
 	})
 	f.eventually(vm, func(g Gomega) {
 		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))

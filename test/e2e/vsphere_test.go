@@ -65,7 +65,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 	p := f.vsphereProvider(vs)
 	f.eventually(p, func(g Gomega) {
 		g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: "))
-		g.Expect(p.Status.MachineKind).NotTo(BeNil())
+		g.Expect(p.Status.MachineKind.IsDefined()).To(BeTrue())
 		g.Expect(p.Status.FailureDomains).NotTo(BeEmpty())
 	}, 30*time.Second)
 
@@ -73,7 +73,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 	class := f.class("small")
 	img := f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName))
 	vm := f.vm("web-1", class, img, func(vm *banlieuev1.VirtualMachine) {
-		vm.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
 	})
 
 	// The VM runs on vCenter, shaped as its class says, with its user-data in guestinfo.
@@ -198,7 +198,7 @@ func TestAVCenterThatGoesAwayIsReportedAndRecovers(t *testing.T) {
 	// An outage never moves or deletes a VM.
 	f.g.Consistently(func(g Gomega) {
 		g.Expect(k8s.Get(f.ctx, client.ObjectKeyFromObject(vm), vm)).To(Succeed())
-		g.Expect(vm.Status.Scheduled).NotTo(BeNil())
+		g.Expect(vm.Status.Scheduled.IsDefined()).To(BeTrue())
 		g.Expect(vm.Status.Scheduled.ProviderName).To(Equal(p.Name))
 	}).WithTimeout(2 * time.Second).Should(Succeed())
 
@@ -258,7 +258,7 @@ func TestAProviderKilledMidCloneAdoptsItsVMOnRestart(t *testing.T) {
 		t.Fatal("the first provider never started a clone")
 	}
 	stopFirst()
-	f.g.Expect(f.machine("web-1").Status.Task).To(BeNil(), "the killed process recorded its task")
+	f.g.Expect(f.machine("web-1").Status.Task.IsDefined()).To(BeFalse(), "the killed process recorded its task")
 
 	// Its successor finds the clone (or the VM it made) and adopts it.
 	f.startProvider(vsphereConfig(nil))

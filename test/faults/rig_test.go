@@ -187,7 +187,7 @@ func (r *rig) vms(g Gomega) []banlieuev1.VirtualMachine {
 func (r *rig) vmsOn(g Gomega, name string) []banlieuev1.VirtualMachine {
 	var on []banlieuev1.VirtualMachine
 	for _, vm := range r.vms(g) {
-		if vm.Status.Scheduled != nil && vm.Status.Scheduled.ProviderName == name {
+		if vm.Status.Scheduled.IsDefined() && vm.Status.Scheduled.ProviderName == name {
 			on = append(on, vm)
 		}
 	}

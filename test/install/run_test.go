@@ -166,7 +166,7 @@ func TestAVMReachesReadyWithTheInstalledRBACOnly(t *testing.T) {
 			ClassRef:  banlieuev1.LocalObjectReference{Name: class.Name},
 			ImageRef:  banlieuev1.LocalObjectReference{Name: img.Name},
 			Placement: banlieuev1.Placement{ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"site": "install-test"}}},
-			UserData:  &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: userData.Name}},
+			UserData:  banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: userData.Name}},
 		},
 	}
 	g.Expect(k8s.Create(ctx, vm)).To(Succeed())

@@ -155,7 +155,7 @@ var reportedCases = []reportedCase{
 		arrange: func(w *world) client.Object {
 			w.secret("pve-ca", map[string][]byte{"ca.crt": {0x30, 0x82, 0x01, 0xb3, 0x30, 0x82}})
 			return w.proxmoxProvider(func(p *banlieuev1.Provider, _ *corev1.Secret) {
-				p.Spec.Connection.CABundle = &banlieuev1.CABundle{SecretRef: &banlieuev1.KeyReference{Name: "pve-ca", Key: "ca.crt"}}
+				p.Spec.Connection.CABundle = &banlieuev1.CABundle{SecretRef: banlieuev1.KeyReference{Name: "pve-ca", Key: "ca.crt"}}
 			})
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionFalse, reason: banlieuev1.ProviderCredentialsInvalidReason,
@@ -165,7 +165,7 @@ var reportedCases = []reportedCase{
 		name: "A vSphere CA bundle in a ConfigMap that does not exist is CredentialsNotFound.",
 		arrange: func(w *world) client.Object {
 			return w.vsphereProvider(func(p *banlieuev1.Provider, _ *corev1.Secret) {
-				p.Spec.Connection.CABundle = &banlieuev1.CABundle{ConfigMapRef: &banlieuev1.KeyReference{Name: "vcenter-ca", Key: "ca.crt"}}
+				p.Spec.Connection.CABundle = &banlieuev1.CABundle{ConfigMapRef: banlieuev1.KeyReference{Name: "vcenter-ca", Key: "ca.crt"}}
 			})
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionFalse, reason: banlieuev1.ProviderCredentialsNotFoundReason,
@@ -176,7 +176,7 @@ var reportedCases = []reportedCase{
 		arrange: func(w *world) client.Object {
 			w.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "vcenter-ca"}, Data: map[string]string{"ca.pem": string(w.vs.CAPEM)}})
 			return w.vsphereProvider(func(p *banlieuev1.Provider, _ *corev1.Secret) {
-				p.Spec.Connection.CABundle = &banlieuev1.CABundle{ConfigMapRef: &banlieuev1.KeyReference{Name: "vcenter-ca", Key: "ca.crt"}}
+				p.Spec.Connection.CABundle = &banlieuev1.CABundle{ConfigMapRef: banlieuev1.KeyReference{Name: "vcenter-ca", Key: "ca.crt"}}
 			})
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionFalse, reason: banlieuev1.ProviderCredentialsNotFoundReason,

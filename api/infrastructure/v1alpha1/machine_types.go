@@ -219,6 +219,9 @@ type TaskReference struct {
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 }
 
+// IsDefined reports whether the task is set.
+func (t TaskReference) IsDefined() bool { return t.Ref != "" }
+
 // MachineInitialization reports the one-time steps of bringing a machine up, as Cluster
 // API's InfraMachine contract names them.
 //
@@ -278,7 +281,7 @@ type MachineStatus struct {
 
 	// task is the backend task in flight, if any.
 	// +optional
-	Task *TaskReference `json:"task,omitempty"`
+	Task TaskReference `json:"task,omitempty,omitzero"`
 
 	// failureReason is set, with failureMessage, while the provider has given up on the
 	// machine until its spec changes: a failure that retrying cannot fix (a template

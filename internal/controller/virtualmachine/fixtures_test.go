@@ -79,17 +79,13 @@ func (f *fixture) provider(name string, domains []banlieuev1.FailureDomain, mods
 		builder.WithConnection(banlieuev1.Connection{Endpoint: "test://" + name}),
 		builder.WithStorageClass("fast", map[string]string{"datastore": "ds-" + name}),
 		builder.WithNetworkClass("prod", map[string]string{"portgroup": "pg-" + name}),
+		// Claimed by the test class's controller; a mod that clears machineKind stands
+		// for a Provider no controller has claimed.
+		func(p *banlieuev1.Provider) { p.Status.MachineKind = provider.MachineKind },
 	}, mods...)...)
 	status := p.Status
 	f.create(p)
 	p.Status = status
-	// An empty machineKind from a mod stands for a Provider no controller has claimed.
-	switch {
-	case p.Status.MachineKind == nil:
-		p.Status.MachineKind = &provider.MachineKind
-	case p.Status.MachineKind.Kind == "":
-		p.Status.MachineKind = nil
-	}
 	if p.Status.Conditions == nil {
 		p.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Connected", LastTransitionTime: metav1.Now()}}
 	}
@@ -125,7 +121,7 @@ func (f *fixture) eventuallyVM(name string, check func(g Gomega, vm *banlieuev1.
 func (f *fixture) scheduledOn(name, providerName, failureDomain string) *banlieuev1.VirtualMachine {
 	f.t.Helper()
 	return f.eventuallyVM(name, func(g Gomega, vm *banlieuev1.VirtualMachine) {
-		g.Expect(vm.Status.Scheduled).NotTo(BeNil(), "VM is not scheduled; conditions: %v", vm.Status.Conditions)
+		g.Expect(vm.Status.Scheduled.IsDefined()).To(BeTrue(), "VM is not scheduled; conditions: %v", vm.Status.Conditions)
 		g.Expect(vm.Status.Scheduled.ProviderName).To(Equal(providerName))
 		g.Expect(vm.Status.Scheduled.FailureDomain).To(Equal(failureDomain))
 	})

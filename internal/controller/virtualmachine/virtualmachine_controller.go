@@ -121,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if vm.Status.Scheduled != nil {
+	if vm.Status.Scheduled.IsDefined() {
 		ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KRef(vm.Status.Scheduled.ProviderNamespace, vm.Status.Scheduled.ProviderName)))
 	}
 	if !vm.DeletionTimestamp.IsZero() {

@@ -28,7 +28,7 @@ func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
 	image := f.image("ubuntu")
 	f.provider("p1", []banlieuev1.FailureDomain{builder.FailureDomain("fd-a", "zone", "a")})
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": "#cloud-config\n"}})
-	secretRef := &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}, Key: "user-data"}
+	secretRef := banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}, Key: "user-data"}
 	f.vm("web", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.UserData = secretRef })
 
 	vm := f.eventuallyVM("web", func(g Gomega, vm *banlieuev1.VirtualMachine) {
@@ -49,12 +49,12 @@ func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
 		},
 		Interfaces: []infrav1.MachineInterface{{Name: "eth0", NetworkClass: "prod", Target: map[string]string{"portgroup": "pg-p1"}}},
 		PowerState: banlieuev1.PowerStatePoweredOn,
-		UserData:   secretRef,
+		UserData:   &secretRef,
 		ProviderID: "test://" + string(m.UID),
 	}))
 	f.g.Expect(vm.Status.ProviderID).To(Equal("test://" + string(m.UID)))
 	f.g.Expect(vm.Status.Addresses).To(Equal([]banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "192.0.2.10"}}))
-	f.g.Expect(vm.Status.InfrastructureRef).To(Equal(&banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "web"}))
+	f.g.Expect(vm.Status.InfrastructureRef).To(Equal(banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "web"}))
 	f.g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOn))
 	f.g.Expect(*vm.Status.Initialization.Provisioned).To(BeTrue())
 	f.g.Expect(vm.Status.ObservedGeneration).To(Equal(vm.Generation))
@@ -161,7 +161,7 @@ func TestNoCandidateNamesEveryProviderAndWhy(t *testing.T) {
 	image := f.image("i")
 	f.provider("a-paused", nil, func(p *banlieuev1.Provider) { p.Spec.Paused = ptr.To(true) })
 	f.provider("b-unclaimed", nil, func(p *banlieuev1.Provider) {
-		p.Status.MachineKind = &banlieuev1.MachineKind{}
+		p.Status.MachineKind = banlieuev1.MachineKind{}
 	})
 	f.provider("c-nogpu", nil)
 	f.provider("d-notready", nil, func(p *banlieuev1.Provider) {
@@ -239,9 +239,9 @@ func TestRequiredAntiAffinityComparesTopologyValuesAndExcludesTheVMItself(t *tes
 		}}
 	}
 	f.vm("db-1", class, image, anti)
-	first := f.eventuallyVM("db-1", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled).NotTo(BeNil()) })
+	first := f.eventuallyVM("db-1", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled.IsDefined()).To(BeTrue()) })
 	f.vm("db-2", class, image, anti)
-	second := f.eventuallyVM("db-2", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled).NotTo(BeNil()) })
+	second := f.eventuallyVM("db-2", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled.IsDefined()).To(BeTrue()) })
 	zone := func(fd string) string { return map[string]string{"fd-a1": "a", "fd-a2": "a", "fd-b": "b"}[fd] }
 	f.g.Expect(zone(first.Status.Scheduled.FailureDomain)).NotTo(Equal(zone(second.Status.Scheduled.FailureDomain)))
 
@@ -274,7 +274,7 @@ func TestPreferredAntiAffinityAndSpreadAcrossFailureDomains(t *testing.T) {
 	f.vm("b", class, image, pref)
 	f.scheduledOn("b", "p1", "fd-b") // preferred anti-affinity
 	f.vm("c", class, image, pref)
-	f.eventuallyVM("c", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled).NotTo(BeNil()) }) // preferred only: still placed
+	f.eventuallyVM("c", func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled.IsDefined()).To(BeTrue()) }) // preferred only: still placed
 
 	// Without anti-affinity, VMs spread to the failure domain with the fewest VMs.
 	g := newFixture(t)
@@ -282,7 +282,9 @@ func TestPreferredAntiAffinityAndSpreadAcrossFailureDomains(t *testing.T) {
 	g.provider("p1", []banlieuev1.FailureDomain{builder.FailureDomain("fd-a"), builder.FailureDomain("fd-b"), builder.FailureDomain("fd-c")})
 	for _, n := range []string{"s1", "s2", "s3"} {
 		g.vm(n, gc, gi, func(vm *banlieuev1.VirtualMachine) { vm.Labels = nil })
-		g.eventuallyVM(n, func(gm Gomega, vm *banlieuev1.VirtualMachine) { gm.Expect(vm.Status.Scheduled).NotTo(BeNil()) })
+		g.eventuallyVM(n, func(gm Gomega, vm *banlieuev1.VirtualMachine) {
+			gm.Expect(vm.Status.Scheduled.IsDefined()).To(BeTrue())
+		})
 	}
 	seen := map[string]bool{}
 	for _, n := range []string{"s1", "s2", "s3"} {
@@ -292,7 +294,7 @@ func TestPreferredAntiAffinityAndSpreadAcrossFailureDomains(t *testing.T) {
 }
 
 func (f *fixture) scheduledOnAny(name string) string {
-	return f.eventuallyVM(name, func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled).NotTo(BeNil()) }).Status.Scheduled.FailureDomain
+	return f.eventuallyVM(name, func(g Gomega, vm *banlieuev1.VirtualMachine) { g.Expect(vm.Status.Scheduled.IsDefined()).To(BeTrue()) }).Status.Scheduled.FailureDomain
 }
 
 func TestPlacementIsStickyWhenABetterProviderAppears(t *testing.T) {
@@ -434,7 +436,7 @@ func TestPausedVMIsLeftAloneAndSaysSo(t *testing.T) {
 	})
 	time.Sleep(time.Second)
 	got := f.eventuallyVM("v", func(Gomega, *banlieuev1.VirtualMachine) {})
-	f.g.Expect(got.Status.Scheduled).To(BeNil())
+	f.g.Expect(got.Status.Scheduled.IsDefined()).To(BeFalse())
 	f.g.Expect(f.machine("v")).To(BeNil())
 	f.update(vm, func() { vm.Spec.Paused = ptr.To(false) })
 	f.scheduledOn("v", "p1", "")
@@ -539,8 +541,8 @@ func TestARecordedPlacementWithoutAMachineIsCompletedNotRedone(t *testing.T) {
 		if err := k8s.Get(f.ctx, clientKey(vm), vm); err != nil {
 			return err
 		}
-		vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{ProviderNamespace: f.ns, ProviderName: "b", ProviderClass: "test", ScheduledAt: ptr.To(metav1.Now())}
-		vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "v"}
+		vm.Status.Scheduled = banlieuev1.ScheduledPlacement{ProviderNamespace: f.ns, ProviderName: "b", ProviderClass: "test", ScheduledAt: ptr.To(metav1.Now())}
+		vm.Status.InfrastructureRef = banlieuev1.ContractVersionedObjectReference{APIGroup: testv1.GroupVersion.Group, Kind: "TestMachine", Name: "v"}
 		return k8s.Status().Update(f.ctx, vm)
 	}, 10*time.Second).Should(Succeed())
 	f.update(vm, func() { vm.Spec.Paused = ptr.To(false) })

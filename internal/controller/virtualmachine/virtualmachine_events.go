@@ -91,7 +91,7 @@ func phaseEvent(before, after *banlieuev1.VirtualMachine) *lifecycleEvent {
 func infrastructureEvent(vm *banlieuev1.VirtualMachine, c *metav1.Condition) lifecycleEvent {
 	ref := vm.Status.InfrastructureRef
 	what := "The infrastructure machine"
-	if ref != nil {
+	if ref.IsDefined() {
 		what = ref.Kind + " " + ref.Name
 	}
 	e := lifecycleEvent{corev1.EventTypeWarning, banlieuev1.VirtualMachineInfrastructureFailedReason, "Provision",

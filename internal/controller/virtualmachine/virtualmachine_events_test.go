@@ -17,8 +17,8 @@ func TestLifecycleEventsReportOneEventPerStepAUserCaresAbout(t *testing.T) {
 	vm := func(phase banlieuev1.Phase, infra string, mods ...func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
 		v := &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Generation: 1}}
 		v.Status.Phase = phase
-		v.Status.Scheduled = &banlieuev1.ScheduledPlacement{ProviderNamespace: "ns", ProviderName: "p1"}
-		v.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: "infrastructure.banlieue.io", Kind: "VSphereMachine", Name: "web-1"}
+		v.Status.Scheduled = banlieuev1.ScheduledPlacement{ProviderNamespace: "ns", ProviderName: "p1"}
+		v.Status.InfrastructureRef = banlieuev1.ContractVersionedObjectReference{APIGroup: "infrastructure.banlieue.io", Kind: "VSphereMachine", Name: "web-1"}
 		if infra != "" {
 			p := strings.SplitN(infra, "/", 3)
 			v.Status.Conditions = append(v.Status.Conditions, metav1.Condition{Type: banlieuev1.VirtualMachineInfrastructureReadyCondition,
@@ -29,7 +29,9 @@ func TestLifecycleEventsReportOneEventPerStepAUserCaresAbout(t *testing.T) {
 		}
 		return v
 	}
-	unplaced := func(v *banlieuev1.VirtualMachine) { v.Status.Scheduled, v.Status.InfrastructureRef = nil, nil }
+	unplaced := func(v *banlieuev1.VirtualMachine) {
+		v.Status.Scheduled, v.Status.InfrastructureRef = banlieuev1.ScheduledPlacement{}, banlieuev1.ContractVersionedObjectReference{}
+	}
 	migrating := func(v *banlieuev1.VirtualMachine) {
 		v.Status.Conditions = append(v.Status.Conditions, metav1.Condition{Type: banlieuev1.VirtualMachinePlacementValidCondition,
 			Status: metav1.ConditionFalse, Reason: banlieuev1.VirtualMachineMigratingReason, Message: "Provider ns/p1 is being deleted"})

@@ -27,13 +27,13 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		indexClass: func(vm *banlieuev1.VirtualMachine) string { return vm.Spec.ClassRef.Name },
 		indexImage: func(vm *banlieuev1.VirtualMachine) string { return vm.Spec.ImageRef.Name },
 		indexProvider: func(vm *banlieuev1.VirtualMachine) string {
-			if vm.Status.Scheduled == nil {
+			if !vm.Status.Scheduled.IsDefined() {
 				return unscheduled
 			}
 			return locationOf(vm).ProviderKey()
 		},
 		indexLocation: func(vm *banlieuev1.VirtualMachine) string {
-			if vm.Status.Scheduled == nil {
+			if !vm.Status.Scheduled.IsDefined() {
 				return ""
 			}
 			return locationKey(locationOf(vm))

@@ -51,7 +51,7 @@ type vmMetrics struct {
 // record sets the phase and Provider the VM vm counts under, from its status as stored.
 func (m *vmMetrics) record(vm *banlieuev1.VirtualMachine) {
 	provider := ""
-	if vm.Status.Scheduled != nil {
+	if vm.Status.Scheduled.IsDefined() {
 		provider = locationOf(vm).ProviderKey()
 	}
 	m.mu.Lock()

@@ -239,7 +239,7 @@ func TestTheVMGaugeMovesAVMBetweenSeries(t *testing.T) {
 	vm := &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{UID: "gauge-1", Namespace: "unit", Name: "v"}}
 	m := &vmMetrics{}
 
-	vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{ProviderNamespace: "unit", ProviderName: "gauge"}
+	vm.Status.Scheduled = banlieuev1.ScheduledPlacement{ProviderNamespace: "unit", ProviderName: "gauge"}
 	m.record(vm) // no phase yet (paused since its creation): not counted
 	g.Expect(vmsIn(g, "", provider)).To(BeZero())
 	vm.Status.Phase = banlieuev1.PhaseProvisioning

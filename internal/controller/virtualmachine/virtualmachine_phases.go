@@ -73,7 +73,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.name}, ref.obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				s.missingRef = &metav1.Condition{Reason: ref.reason, Message: fmt.Sprintf("%s %s does not exist; create it (the VM's reference cannot be changed)", ref.kind, ref.name)}
-				if vm.Status.Scheduled == nil {
+				if !vm.Status.Scheduled.IsDefined() {
 					setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, s.missingRef.Reason, s.missingRef.Message)
 				}
 				// A placed VM keeps its machine; only its Ready condition says what is wrong.
@@ -90,7 +90,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	if invalid := (*invalidSelectorError)(nil); errors.As(err, &invalid) {
 		// Retrying cannot help: the VM waits, saying why, until its spec is edited.
 		msg := invalid.Error() + "; fix the VM's spec.placement"
-		if vm.Status.Scheduled == nil {
+		if !vm.Status.Scheduled.IsDefined() {
 			setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, banlieuev1.VirtualMachineNoCandidateReason, msg)
 			return nil
 		}
@@ -103,7 +103,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	}
 	sched := placement.NewScheduler(providers)
 
-	if vm.Status.Scheduled != nil {
+	if vm.Status.Scheduled.IsDefined() {
 		current := locationOf(vm)
 		req.Current = &current
 		if d, why := sched.Validate(req, current); d != nil {
@@ -128,14 +128,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		return nil
 	}
 	kind := d.Provider.Status.MachineKind
-	vm.Status.Scheduled = &banlieuev1.ScheduledPlacement{
+	vm.Status.Scheduled = banlieuev1.ScheduledPlacement{
 		ProviderName:      d.ProviderName,
 		ProviderNamespace: d.ProviderNamespace,
 		ProviderClass:     d.Provider.Spec.ProviderClassRef.Name,
 		FailureDomain:     d.FailureDomain,
 		ScheduledAt:       ptr.To(metav1.Now()),
 	}
-	vm.Status.InfrastructureRef = &banlieuev1.ContractVersionedObjectReference{APIGroup: kind.APIGroup, Kind: kind.Kind, Name: vm.Name}
+	vm.Status.InfrastructureRef = banlieuev1.ContractVersionedObjectReference{APIGroup: kind.APIGroup, Kind: kind.Kind, Name: vm.Name}
 	setCondition(vm, banlieuev1.VirtualMachinePlacementValidCondition, true, banlieuev1.VirtualMachinePlacementValidReason, "")
 	// Written now what the VM says once its new machine exists, so that creating the
 	// machine costs no second status write.
@@ -198,8 +198,8 @@ func (r *Reconciler) handleInvalidPlacement(ctx context.Context, s *scope, why s
 		s.before.ObjectMeta = vm.ObjectMeta
 	}
 	s.migrating = false
-	vm.Status.Scheduled = nil
-	vm.Status.InfrastructureRef = nil
+	vm.Status.Scheduled = banlieuev1.ScheduledPlacement{}
+	vm.Status.InfrastructureRef = banlieuev1.ContractVersionedObjectReference{}
 	vm.Status.ProviderID = ""
 	vm.Status.Addresses = nil
 	vm.Status.Initialization = banlieuev1.Initialization{}
@@ -249,7 +249,7 @@ func (r *Reconciler) placementRequest(ctx context.Context, vm *banlieuev1.Virtua
 		term := placement.Term{TopologyKey: t.TopologyKey, Required: t.Mode != banlieuev1.AntiAffinityPreferred}
 		for i := range peers.Items {
 			p := &peers.Items[i]
-			if p.UID == vm.UID || p.Status.Scheduled == nil {
+			if p.UID == vm.UID || !p.Status.Scheduled.IsDefined() {
 				continue
 			}
 			term.Peers = append(term.Peers, locationOf(p))
@@ -384,7 +384,7 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 func (r *Reconciler) reconcilePaused(ctx context.Context, s *scope) error {
 	s.paused = true
 	vm := s.vm
-	if vm.Status.InfrastructureRef == nil {
+	if !vm.Status.InfrastructureRef.IsDefined() {
 		return nil
 	}
 	gvk, err := r.machineGVK(vm)
@@ -435,7 +435,9 @@ func machineSpec(vm *banlieuev1.VirtualMachine, d *placement.Decision, class *ba
 			CPUs: class.Spec.Hardware.CPUs, MemoryMiB: class.Spec.Hardware.MemoryMiB, Firmware: class.Spec.Firmware,
 		},
 		PowerState: vm.Spec.DesiredPowerState,
-		UserData:   vm.Spec.UserData.DeepCopy(),
+	}
+	if vm.Spec.UserData.IsDefined() {
+		spec.UserData = vm.Spec.UserData.DeepCopy()
 	}
 	if row := image.ProviderStatus(d.ProviderNamespace, d.ProviderName); row != nil {
 		spec.Image.ResolvedRef = row.ResolvedRef
@@ -458,7 +460,7 @@ func machineSpec(vm *banlieuev1.VirtualMachine, d *placement.Decision, class *ba
 // mirror copies the machine's contract status onto the VM.
 func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	vm := s.vm
-	if vm.Status.InfrastructureRef == nil {
+	if !vm.Status.InfrastructureRef.IsDefined() {
 		return nil
 	}
 	if s.machine == nil {
@@ -526,7 +528,7 @@ func machineNotReady(vm *banlieuev1.VirtualMachine) {
 // deleteMachine deletes the VM's infrastructure machine and reports whether it is gone.
 func (r *Reconciler) deleteMachine(ctx context.Context, s *scope) (bool, error) {
 	vm := s.vm
-	if vm.Status.InfrastructureRef == nil {
+	if !vm.Status.InfrastructureRef.IsDefined() {
 		return true, nil
 	}
 	gvk, err := r.machineGVK(vm)
@@ -564,7 +566,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("failed to remove finalizer: %w", err)
 		}
-		if ref := s.vm.Status.InfrastructureRef; err == nil && ref != nil {
+		if ref := s.vm.Status.InfrastructureRef; err == nil && ref.IsDefined() {
 			r.event(s.vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineDeletedReason, "Delete", "%s %s is gone", ref.Kind, ref.Name)
 		}
 	}

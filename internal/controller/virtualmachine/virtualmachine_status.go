@@ -28,7 +28,7 @@ func setCondition(vm *banlieuev1.VirtualMachine, conditionType string, ok bool, 
 // of its status. It is pure, so every reconcile path ends with the same summary.
 func summarize(s *scope) {
 	vm := s.vm
-	if vm.Status.Scheduled != nil {
+	if vm.Status.Scheduled.IsDefined() {
 		setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, true, banlieuev1.VirtualMachineScheduledReason,
 			fmt.Sprintf("placed on Provider %s/%s, failure domain %q", vm.Status.Scheduled.ProviderNamespace, vm.Status.Scheduled.ProviderName, vm.Status.Scheduled.FailureDomain))
 	}
@@ -50,9 +50,9 @@ func summarize(s *scope) {
 		return
 	case s.migrating:
 		vm.Status.Phase = banlieuev1.PhaseMigrating
-	case vm.Status.Scheduled == nil && s.missingRef != nil:
+	case !vm.Status.Scheduled.IsDefined() && s.missingRef != nil:
 		vm.Status.Phase = banlieuev1.PhasePending
-	case vm.Status.Scheduled == nil:
+	case !vm.Status.Scheduled.IsDefined():
 		vm.Status.Phase = banlieuev1.PhaseScheduling
 	case s.machineFailed:
 		vm.Status.Phase = banlieuev1.PhaseFailed

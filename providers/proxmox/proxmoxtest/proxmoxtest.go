@@ -84,7 +84,7 @@ func (s *Simulator) PasswordCredentialsSecret(namespace, name string) *corev1.Se
 func (s *Simulator) Connection(secretName string) banlieuev1.Connection {
 	return banlieuev1.Connection{
 		Endpoint:       s.URL,
-		CredentialsRef: &banlieuev1.LocalObjectReference{Name: secretName},
+		CredentialsRef: banlieuev1.LocalObjectReference{Name: secretName},
 		CABundle:       &banlieuev1.CABundle{Inline: string(s.CACert)},
 	}
 }

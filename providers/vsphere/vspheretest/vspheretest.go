@@ -162,7 +162,7 @@ func (s *Simulator) CredentialsSecret(namespace, name string) *corev1.Secret {
 func (s *Simulator) Connection(secretName string) banlieuev1.Connection {
 	return banlieuev1.Connection{
 		Endpoint:       s.URL,
-		CredentialsRef: &banlieuev1.LocalObjectReference{Name: secretName},
+		CredentialsRef: banlieuev1.LocalObjectReference{Name: secretName},
 		CABundle:       &banlieuev1.CABundle{Inline: string(s.CAPEM)},
 	}
 }

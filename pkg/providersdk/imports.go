@@ -30,6 +30,7 @@ const ImportRetry = 5 * time.Minute
 // its own needs none). The imports belong to the session: Stop cancels them.
 type Imports struct {
 	now    func() time.Time
+	client *http.Client
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -38,10 +39,14 @@ type Imports struct {
 	wg   sync.WaitGroup
 }
 
-// NewImports returns Imports reading the time from now.
-func NewImports(now func() time.Time) *Imports {
+// NewImports returns Imports reading the time from now and downloading with client; a
+// nil client is one with the system's roots and proxy settings.
+func NewImports(now func() time.Time, client *http.Client) *Imports {
+	if client == nil {
+		client = &http.Client{Transport: http.DefaultTransport}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Imports{now: now, ctx: ctx, cancel: cancel, jobs: map[types.UID]*ImportJob{}}
+	return &Imports{now: now, client: client, ctx: ctx, cancel: cancel, jobs: map[types.UID]*ImportJob{}}
 }
 
 // Stop cancels the imports and waits for them.
@@ -76,7 +81,7 @@ func (im *Imports) Ensure(ctx context.Context, uid types.UID, key, from string, 
 	}
 	// The job outlives the reconcile that started it, but keeps its logger.
 	jctx, cancel := context.WithCancel(ctrl.LoggerInto(im.ctx, ctrl.LoggerFrom(ctx)))
-	j = &ImportJob{key: key, cancel: cancel}
+	j = &ImportJob{key: key, cancel: cancel, client: im.client}
 	im.jobs[uid] = j
 	im.wg.Add(1)
 	go func() {
@@ -116,6 +121,8 @@ func (im *Imports) Forget(uid types.UID) {
 type ImportJob struct {
 	key    string
 	cancel context.CancelFunc
+	// client is the HTTP client Download uses: its Imports'.
+	client *http.Client
 
 	// done and total count the bytes moved and to move; total is 0 until known.
 	done, total atomic.Int64
@@ -152,11 +159,11 @@ func (j *ImportJob) Result(what, from, where string) ImageResult {
 	return ImageResult{Ready: true, ResolvedRef: j.ref}
 }
 
-// Download GETs rawURL (http or https) with c into w, checking checksum
+// Download GETs rawURL (http or https) with its Imports' HTTP client into w, checking checksum
 // ("sha256:<hex>", "sha512:<hex>", or "" for none). Each byte counts weight times in
 // the job's work (2 when the bytes are uploaded afterwards, say), done as it arrives.
 // Its errors name the URL without credentials. It returns the bytes downloaded.
-func (j *ImportJob) Download(ctx context.Context, c *http.Client, rawURL, checksum string, w io.Writer, weight int64) (int64, error) {
+func (j *ImportJob) Download(ctx context.Context, rawURL, checksum string, w io.Writer, weight int64) (int64, error) {
 	src := RedactURL(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
@@ -177,7 +184,7 @@ func (j *ImportJob) Download(ctx context.Context, c *http.Client, rawURL, checks
 	if err != nil {
 		return 0, fmt.Errorf("failed to download %s: %w", src, err)
 	}
-	res, err := c.Do(req)
+	res, err := j.client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("failed to download %s: %s", src, RootCause(err))
 	}

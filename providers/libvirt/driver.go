@@ -65,8 +65,8 @@ func WithShutdownTimeout(d time.Duration) Option {
 // WithDialTimeout sets how long connecting to libvirtd may take.
 func WithDialTimeout(d time.Duration) Option { return func(dr *Driver) { dr.dialTimeout = d } }
 
-// WithImportHTTPClient sets the HTTP client that image imports download with; by default
-// one that uses the system's roots and proxy settings.
+// WithImportHTTPClient sets the HTTP client that image imports download with; the SDK's
+// Imports use one with the system's roots and proxy settings when it is not set.
 func WithImportHTTPClient(c *http.Client) Option { return func(dr *Driver) { dr.httpClient = c } }
 
 // WithClock sets the clock the driver reads, for tests.
@@ -77,7 +77,6 @@ func NewDriver(opts ...Option) *Driver {
 	d := &Driver{
 		shutdownTimeout: DefaultShutdownTimeout,
 		dialTimeout:     DefaultDialTimeout,
-		httpClient:      &http.Client{Transport: http.DefaultTransport},
 		now:             time.Now,
 	}
 	for _, o := range opts {

@@ -32,7 +32,7 @@ func (s *session) runImport(ctx context.Context, j *providersdk.ImportJob, targe
 	}
 	defer func() { _ = os.Remove(f.Name()); _ = f.Close() }()
 	// Downloading and uploading each count for half of the progress.
-	size, err := j.Download(ctx, s.driver.httpClient, from, checksum, f, 2)
+	size, err := j.Download(ctx, from, checksum, f, 2)
 	if err != nil {
 		return err
 	}

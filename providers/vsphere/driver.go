@@ -52,8 +52,8 @@ func WithResponseTimeout(d time.Duration) Option {
 	return func(dr *Driver) { dr.responseTimeout = d }
 }
 
-// WithImportHTTPClient sets the HTTP client that image imports download with; by default
-// one that uses the system's roots and proxy settings.
+// WithImportHTTPClient sets the HTTP client that image imports download with; the SDK's
+// Imports use one with the system's roots and proxy settings when it is not set.
 func WithImportHTTPClient(c *http.Client) Option { return func(dr *Driver) { dr.httpClient = c } }
 
 // WithClock sets the clock the driver reads, for tests.
@@ -65,7 +65,6 @@ func NewDriver(opts ...Option) *Driver {
 		keepAlive:       DefaultKeepAlive,
 		shutdownTimeout: DefaultShutdownTimeout,
 		responseTimeout: DefaultResponseTimeout,
-		httpClient:      &http.Client{Transport: http.DefaultTransport},
 		now:             time.Now,
 	}
 	for _, o := range opts {

@@ -90,7 +90,7 @@ func (s *session) downloadFile(ctx context.Context, j *providersdk.ImportJob, ro
 		return fmt.Errorf("failed to write the download: %w", err)
 	}
 	defer func() { _ = out.Close() }()
-	if _, err := j.Download(ctx, s.driver.httpClient, u.String(), checksum, out, 2); err != nil {
+	if _, err := j.Download(ctx, u.String(), checksum, out, 2); err != nil {
 		return err
 	}
 	return out.Close()

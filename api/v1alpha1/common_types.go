@@ -6,10 +6,11 @@ import (
 
 // LocalObjectReference names an object in the same namespace, or a cluster-scoped object.
 type LocalObjectReference struct {
-	// name of the referenced object.
+	// name of the referenced object, an RFC 1123 subdomain as every object name is.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Kubernetes object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (RFC 1123 subdomain)"
 	Name string `json:"name,omitempty"`
 }
 
@@ -18,16 +19,18 @@ func (r LocalObjectReference) IsDefined() bool { return r.Name != "" }
 
 // KeyReference names one key of a ConfigMap or Secret in the referring object's namespace.
 type KeyReference struct {
-	// name of the ConfigMap or Secret.
+	// name of the ConfigMap or Secret, an RFC 1123 subdomain.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Kubernetes object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (RFC 1123 subdomain)"
 	Name string `json:"name,omitempty"`
 
 	// key within the ConfigMap or Secret.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$') && self != '.' && !self.startsWith('..')",message="must be a Secret or ConfigMap key: letters, digits, '-', '_' and '.', not '.' and not starting with '..'"
 	Key string `json:"key,omitempty"`
 }
 
@@ -232,9 +235,20 @@ type MachineAddress struct {
 	Address string `json:"address,omitempty"`
 }
 
+// UserDataSecretType is the Secret type that marks a Secret as a guest's first-boot
+// payload. Only a Secret of this type (or of ClusterAPIBootstrapSecretType) is handed to a
+// guest: whoever may create a VM in a namespace must not be able to copy any other Secret
+// of it into a guest they control.
+const UserDataSecretType = "banlieue.io/user-data" //nolint:gosec // a Secret type, not a credential
+
+// ClusterAPIBootstrapSecretType is the type of the bootstrap data Secrets Cluster API's
+// bootstrap providers write; they are usable as user data too.
+const ClusterAPIBootstrapSecretType = "cluster.x-k8s.io/secret" //nolint:gosec // a Secret type, not a credential
+
 // UserData references the cloud-init, Ignition or sysprep payload handed to the guest as is.
 type UserData struct {
-	// secretRef names the Secret, in the VM's namespace, that holds the payload.
+	// secretRef names the Secret, in the VM's namespace, that holds the payload; the
+	// Secret's type must be banlieue.io/user-data (or Cluster API's cluster.x-k8s.io/secret).
 	// +required
 	SecretRef LocalObjectReference `json:"secretRef,omitempty,omitzero"`
 
@@ -243,6 +257,7 @@ type UserData struct {
 	// +default="user-data"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$') && self != '.' && !self.startsWith('..')",message="must be a Secret or ConfigMap key: letters, digits, '-', '_' and '.', not '.' and not starting with '..'"
 	Key string `json:"key,omitempty"`
 }
 

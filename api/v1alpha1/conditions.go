@@ -120,6 +120,11 @@ const (
 	// ProviderInventoryFailedReason: the backend answered but its inventory could not
 	// be read; the message carries the error.
 	ProviderInventoryFailedReason = "InventoryFailed"
+
+	// ProviderNamespaceSelectorInvalidReason: spec.namespaceSelector does not parse, so
+	// the Provider admits no namespace; only its own status says why, as a tenant's VM
+	// only counts it among the Providers that do not admit its namespace.
+	ProviderNamespaceSelectorInvalidReason = "NamespaceSelectorInvalid"
 )
 
 // Reasons of a VMImage's status.perProvider rows, as providers write them.

@@ -39,8 +39,13 @@ type ProviderSpec struct {
 }
 
 // Connection is how a provider controller reaches its backend.
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || (!self.endpoint.matches('^([^:/?#]+://)?[^/?#]*:[^/?#]*@'))",message="connection.endpoint must not contain credentials (user:password@); put them in the Secret named by credentialsRef",fieldPath=".endpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || (!self.endpoint.matches('^(?i)https?://[^/?#]*@'))",message="connection.endpoint must not contain credentials (user@) in an http or https URL; put them in the Secret named by credentialsRef",fieldPath=".endpoint"
 type Connection struct {
 	// endpoint is the backend's address: a vCenter URL, a libvirt URI or a Proxmox API URL.
+	// It never holds a password, nor for http(s) any user name: credentials belong in the
+	// Secret named by credentialsRef. A libvirt URI may name the SSH user, as in
+	// qemu+ssh://user@host/system.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
@@ -151,6 +156,7 @@ type FailureDomain struct {
 	// name identifies the failure domain within its Provider.
 	// +required
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 
 	// labels are matched by VMs' placement.failureDomainSelector and anti-affinity topology keys.

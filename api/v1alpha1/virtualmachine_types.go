@@ -164,6 +164,7 @@ type ScheduledPlacement struct {
 	// Provider reports none.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	FailureDomain string `json:"failureDomain,omitempty"`
 
 	// scheduledAt is when this placement was chosen.

@@ -74,8 +74,13 @@ type VMImageSpec struct {
 
 // ImageSource is where one provider class finds an image.
 //
-// +kubebuilder:validation:XValidation:rule="self.kind != 'Url' || has(self.importFrom) || has(self.ref)",message="a Url source needs importFrom (or ref) to name the URL"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Url' || has(self.importFrom)",message="a Url source needs importFrom, the http or https URL to import the image from"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Url' || !has(self.ref) || (self.ref.matches('^[A-Za-z0-9][-A-Za-z0-9_.]*$') && !self.ref.contains('..'))",message="a Url source's ref is the name the image is imported as (letters, digits, '-', '_' and '.'), never a URL or a path; put the URL in importFrom",fieldPath=".ref"
 // +kubebuilder:validation:XValidation:rule="self.kind == 'Url' || has(self.ref)",message="a Template or BackingFile source needs ref"
+// +kubebuilder:validation:XValidation:rule="!has(self.importFrom) || (isURL(self.importFrom) && url(self.importFrom).getScheme() in ['http', 'https'] && size(url(self.importFrom).getHostname()) != 0)",message="importFrom must be an http or https URL with a host, e.g. https://images.example.com/jammy.qcow2",fieldPath=".importFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.importFrom) || (!self.importFrom.matches('^[^:/?#]+://[^/?#]*@'))",message="importFrom must not contain a user name or password (user:password@host); serve the image from a URL that needs no credentials in it",fieldPath=".importFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.importFrom) || (!self.importFrom.matches('(?i)^[^:/?#]+://([^/?#]*@)?(169[.]254[.][0-9]+[.][0-9]+(:[0-9]*)?([/?#]|$)|[[]fe[89ab][0-9a-f]:)'))",message="importFrom must not name a link-local address (169.254.0.0/16 or fe80::/10), where cloud metadata endpoints live; import from an image server",fieldPath=".importFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.importFrom) || ((!self.importFrom.matches('(?i)^[^:/?#]+://([^/?#]*@)?(0x[0-9a-f]*|[0-9]+)([.](0x[0-9a-f]*|[0-9]+))*[.]?(:[0-9]*)?([/?#]|$)') || self.importFrom.matches('(?i)^[^:/?#]+://([^/?#]*@)?(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(:[0-9]*)?([/?#]|$)')) && !self.importFrom.matches('(?i)^[^:/?#]+://([^/?#]*@)?[[]([^]/?#]*[.%]|[0:]*ffff:)'))",message="importFrom's host must be a DNS name or an IP address in its usual form, e.g. 192.0.2.10 or [2001:db8::10], without a zone",fieldPath=".importFrom"
 type ImageSource struct {
 	// providerClass is the provider class this source is for, e.g. vsphere.
 	// +required
@@ -87,18 +92,22 @@ type ImageSource struct {
 	// +required
 	Kind ImageSourceKind `json:"kind,omitempty"`
 
-	// ref names the image on the backend: a template name or ID, a volume or path, or a URL.
+	// ref names the image on the backend: a template name, ID or inventory path, a volume
+	// or path, or, for a Url source, the name the image is imported as (never its URL).
+	// It never has '..' path segments.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)') && !self.matches('[[:cntrl:]]')",message="ref must not contain '..' path segments or control characters"
 	Ref string `json:"ref,omitempty"`
 
 	// importFrom is an http(s) URL the provider imports the image from when ref is missing
-	// on the backend.
+	// on the backend. It has no user name or password in it, and its host is not a
+	// link-local address (where cloud metadata endpoints live); a loopback host is
+	// refused at import time unless the Provider allows it.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="importFrom must be an http or https URL with a host, e.g. https://images.example.com/jammy.qcow2"
 	ImportFrom string `json:"importFrom,omitempty"`
 
 	// checksum is the image's digest as "sha256:<hex>" or "sha512:<hex>", checked after import.

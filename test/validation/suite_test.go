@@ -80,8 +80,14 @@ func testContext(t *testing.T) context.Context {
 
 // namespacedKinds are the kinds under test that live in a namespace.
 var namespacedKinds = map[string]bool{
-	"VirtualMachine": true,
-	"Provider":       true,
+	"VirtualMachine":         true,
+	"Provider":               true,
+	"VSphereMachine":         true,
+	"VSphereMachineTemplate": true,
+	"LibvirtMachine":         true,
+	"LibvirtMachineTemplate": true,
+	"ProxmoxMachine":         true,
+	"ProxmoxMachineTemplate": true,
 }
 
 // fromYAML turns one manifest into an unstructured object, putting namespaced kinds in

@@ -805,7 +805,7 @@ spec:
 		want: "a Template or BackingFile source needs ref",
 	},
 	{
-		name: "A Url source with neither importFrom nor ref is rejected.",
+		name: "A Url source without importFrom is rejected.",
 		manifest: `
 apiVersion: banlieue.io/v1alpha1
 kind: VMImage
@@ -816,7 +816,7 @@ spec:
   - providerClass: libvirt
     kind: Url
 `,
-		want: "a Url source needs importFrom (or ref) to name the URL",
+		want: "a Url source needs importFrom, the http or https URL to import the image from",
 	},
 
 	// Provider
@@ -992,31 +992,36 @@ spec:
 func TestInvalidManifestsAreRejected(t *testing.T) {
 	needAPIServer(t)
 	for _, tc := range invalidCases {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			ctx := testContext(t)
-			obj := fromYAML(t, tc.manifest)
-
-			var err error
-			if tc.before == "" {
-				err = k8sClient.Create(ctx, obj)
-			} else {
-				old := fromYAML(t, tc.before)
-				g.Expect(k8sClient.Create(ctx, old)).To(Succeed(), "the object before the update must be valid")
-				deleteAtCleanup(t, old)
-				obj.SetResourceVersion(old.GetResourceVersion())
-				err = k8sClient.Update(ctx, obj)
-			}
-			if err == nil {
-				deleteAtCleanup(t, obj)
-			}
-			g.Expect(err).To(HaveOccurred(), "the API server accepted:\n%s", tc.manifest)
-			g.Expect(err.Error()).To(ContainSubstring(tc.want))
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
 	}
 	if len(invalidCases) < 25 {
 		t.Errorf("only %d invalid manifests; the suite promises at least 25", len(invalidCases))
 	}
+}
+
+// run sends the case's manifest, as a create or as an update of before, and checks that
+// the API server refuses it with the case's message.
+func (tc invalidCase) run(t *testing.T) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := testContext(t)
+	obj := fromYAML(t, tc.manifest)
+
+	var err error
+	if tc.before == "" {
+		err = k8sClient.Create(ctx, obj)
+	} else {
+		old := fromYAML(t, tc.before)
+		g.Expect(k8sClient.Create(ctx, old)).To(Succeed(), "the object before the update must be valid")
+		deleteAtCleanup(t, old)
+		obj.SetResourceVersion(old.GetResourceVersion())
+		err = k8sClient.Update(ctx, obj)
+	}
+	if err == nil {
+		deleteAtCleanup(t, obj)
+	}
+	g.Expect(err).To(HaveOccurred(), "the API server accepted:\n%s", tc.manifest)
+	g.Expect(err.Error()).To(ContainSubstring(tc.want))
 }
 
 // seedVM is the VirtualMachine from the original project's product page, as published.
@@ -1121,7 +1126,7 @@ spec:
     ref: /dc1/vm/templates/ubuntu-22.04
   - providerClass: libvirt
     kind: Url
-    importFrom: https://cloud-images.ubuntu.com/jammy/current/jammy-server-cloudimg-amd64.img
+    importFrom: https://images.example.com/jammy/current/jammy-server-cloudimg-amd64.img
     checksum: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
   - providerClass: proxmox
     kind: BackingFile

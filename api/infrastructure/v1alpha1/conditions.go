@@ -64,6 +64,15 @@ const (
 	// backend can hand to the guest; the message gives both sizes and what to do.
 	MachineUserDataTooLargeReason = "UserDataTooLarge"
 
+	// MachineUserDataNotPermittedReason: the Secret in spec.userData is not of a type
+	// that may be handed to a guest (UserDataSecretType or Cluster API's bootstrap type).
+	MachineUserDataNotPermittedReason = "UserDataNotPermitted"
+
+	// MachineNotPermittedReason: the machine asks for something its Provider does not
+	// offer its namespace (the Provider itself, a failure domain, a storage or network
+	// target, an image); no backend call was made.
+	MachineNotPermittedReason = "NotPermitted"
+
 	// MachineTemplateNotFoundReason: the image's template does not exist on the backend.
 	MachineTemplateNotFoundReason = "TemplateNotFound"
 

@@ -20,25 +20,36 @@ const PausedAnnotation = "banlieue.io/paused"
 
 // ProviderRef names the Provider an infrastructure machine runs on.
 type ProviderRef struct {
-	// namespace of the Provider.
+	// namespace of the Provider, an RFC 1123 label.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a namespace name: lowercase letters, digits and '-', starting and ending with a letter or digit (RFC 1123 label)"
 	Namespace string `json:"namespace,omitempty"`
 
-	// name of the Provider.
+	// name of the Provider, an RFC 1123 subdomain.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Kubernetes object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (RFC 1123 subdomain)"
 	Name string `json:"name,omitempty"`
 }
 
 // MachineImage is the image source that core resolved for the machine's provider class.
+// Its rules are those of the VMImage's source, word for word, so a machine written
+// directly cannot ask for what a VMImage could not.
+//
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Url' || !has(self.ref) || (self.ref.matches('^[A-Za-z0-9][-A-Za-z0-9_.]*$') && !self.ref.contains('..'))",message="a Url source's ref is the name the image is imported as (letters, digits, '-', '_' and '.'), never a URL or a path; put the URL in importFrom",fieldPath=".ref"
+// +kubebuilder:validation:XValidation:rule="!has(self.importFrom) || (isURL(self.importFrom) && url(self.importFrom).getScheme() in ['http', 'https'] && size(url(self.importFrom).getHostname()) != 0)",message="importFrom must be an http or https URL with a host, e.g. https://images.example.com/jammy.qcow2",fieldPath=".importFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.importFrom) || (!self.importFrom.matches('^[^:/?#]+://[^/?#]*@'))",message="importFrom must not contain a user name or password (user:password@host); serve the image from a URL that needs no credentials in it",fieldPath=".importFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.importFrom) || (!self.importFrom.matches('(?i)^[^:/?#]+://([^/?#]*@)?(169[.]254[.][0-9]+[.][0-9]+(:[0-9]*)?([/?#]|$)|[[]fe[89ab][0-9a-f]:)'))",message="importFrom must not name a link-local address (169.254.0.0/16 or fe80::/10), where cloud metadata endpoints live; import from an image server",fieldPath=".importFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.importFrom) || ((!self.importFrom.matches('(?i)^[^:/?#]+://([^/?#]*@)?(0x[0-9a-f]*|[0-9]+)([.](0x[0-9a-f]*|[0-9]+))*[.]?(:[0-9]*)?([/?#]|$)') || self.importFrom.matches('(?i)^[^:/?#]+://([^/?#]*@)?(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(:[0-9]*)?([/?#]|$)')) && !self.importFrom.matches('(?i)^[^:/?#]+://([^/?#]*@)?[[]([^]/?#]*[.%]|[0:]*ffff:)'))",message="importFrom's host must be a DNS name or an IP address in its usual form, e.g. 192.0.2.10 or [2001:db8::10], without a zone",fieldPath=".importFrom"
 type MachineImage struct {
 	// name is the VMImage's name.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Kubernetes object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (RFC 1123 subdomain)"
 	Name string `json:"name,omitempty"`
 
 	// kind is the source's kind: Template, BackingFile or Url.
@@ -47,41 +58,47 @@ type MachineImage struct {
 	// +kubebuilder:validation:MinLength=1
 	Kind banlieuev1.ImageSourceKind `json:"kind,omitempty"`
 
-	// ref names the image on the backend.
+	// ref names the image on the backend; for a Url source, the name it is imported as.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)') && !self.matches('[[:cntrl:]]')",message="ref must not contain '..' path segments or control characters"
 	Ref string `json:"ref,omitempty"`
 
-	// importFrom is the URL the image is imported from.
+	// importFrom is the http(s) URL the image is imported from, without a user name or
+	// password and not on a link-local host.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	ImportFrom string `json:"importFrom,omitempty"`
 
-	// checksum is the image's digest.
+	// checksum is the image's digest as "sha256:<hex>" or "sha512:<hex>".
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=135
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$')",message="checksum must be sha256:<64 lowercase hex digits> or sha512:<128 lowercase hex digits>"
 	Checksum string `json:"checksum,omitempty"`
 
 	// resolvedRef is the backend reference from the VMImage's row for this Provider.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)') && !self.matches('[[:cntrl:]]')",message="resolvedRef must not contain '..' path segments or control characters"
 	ResolvedRef string `json:"resolvedRef,omitempty"`
 }
 
 // MachineHardware is the compute shape of a machine.
 type MachineHardware struct {
-	// cpus is the number of virtual CPUs.
+	// cpus is the number of virtual CPUs, from 1 to 768 as in a VMClass.
 	// +required
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=768
 	CPUs int32 `json:"cpus,omitempty"`
 
-	// memoryMiB is the memory size in MiB.
+	// memoryMiB is the memory size in MiB, at least 128 and at most 24 TiB as in a VMClass.
 	// +required
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=128
+	// +kubebuilder:validation:Maximum=25165824
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
 
 	// firmware is bios, efi or efi-secure.
@@ -93,15 +110,18 @@ type MachineHardware struct {
 
 // MachineDisk is one disk of a machine, with its storage class's target.
 type MachineDisk struct {
-	// name identifies the disk; the first disk is the boot disk.
+	// name identifies the disk; the first disk is the boot disk. It is an RFC 1123 label
+	// as in a VMClass.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name,omitempty"`
 
-	// sizeGiB is the disk size in GiB.
+	// sizeGiB is the disk size in GiB, from 1 to 65536.
 	// +required
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
 	SizeGiB int32 `json:"sizeGiB,omitempty"`
 
 	// provisioning is thin, thick or eagerZeroed.
@@ -118,15 +138,18 @@ type MachineDisk struct {
 
 	// target is the storage class's backend objects, copied from the Provider.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 63 && size(self[k]) <= 1024)",message="target keys must be at most 63 characters and values at most 1024"
 	Target map[string]string `json:"target,omitempty"`
 }
 
 // MachineInterface is one network interface of a machine, with its network class's target.
 type MachineInterface struct {
-	// name identifies the interface.
+	// name identifies the interface, e.g. eth0; an RFC 1123 label as in a VMClass.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name,omitempty"`
 
 	// networkClass is the backend-neutral network class.
@@ -137,6 +160,8 @@ type MachineInterface struct {
 
 	// target is the network class's backend objects, copied from the Provider.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 63 && size(self[k]) <= 1024)",message="target keys must be at most 63 characters and values at most 1024"
 	Target map[string]string `json:"target,omitempty"`
 
 	// ipam says how the interface gets its address.
@@ -160,6 +185,8 @@ type MachineSpec struct {
 	// failureDomain is the Provider's failure domain chosen for the machine.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]/]')",message="failureDomain must be a failure domain name, without '/' or control characters"
 	FailureDomain string `json:"failureDomain,omitempty"`
 
 	// image is the image source for this machine's provider class.
@@ -173,12 +200,14 @@ type MachineSpec struct {
 	// disks are the machine's disks; the first one is the boot disk.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(d, self.filter(e, e.name == d.name).size() == 1)",message="disk names must be unique"
 	// +listType=atomic
 	Disks []MachineDisk `json:"disks,omitempty"`
 
 	// interfaces are the machine's network interfaces, in order.
 	// +optional
 	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:XValidation:rule="self.all(i, self.filter(j, j.name == i.name).size() == 1)",message="interface names must be unique"
 	// +listType=atomic
 	Interfaces []MachineInterface `json:"interfaces,omitempty"`
 
@@ -271,6 +300,7 @@ type MachineStatus struct {
 	// failureDomain is where the VM actually runs.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	FailureDomain string `json:"failureDomain,omitempty"`
 
 	// powerState is the VM's observed power state.

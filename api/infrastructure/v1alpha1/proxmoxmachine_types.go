@@ -5,8 +5,11 @@ import (
 )
 
 // ProxmoxMachineSpec is the desired state of a ProxmoxMachine: the machine contract plus Proxmox VE options.
+// Its failure domain is a node name, patterned as Proxmox VE patterns one, so a path
+// separator never reaches the Proxmox VE API through it.
 //
 // +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:XValidation:rule="!has(self.failureDomain) || self.failureDomain.matches('^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$')",message="failureDomain of a Proxmox VE machine is a node name: letters, digits and '-', starting and ending with a letter or digit",fieldPath=".failureDomain"
 type ProxmoxMachineSpec struct {
 	MachineSpec `json:",inline"`
 

@@ -2,7 +2,6 @@ package libvirt
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"k8s.io/utils/ptr"
@@ -44,7 +43,6 @@ const (
 type Driver struct {
 	shutdownTimeout time.Duration
 	dialTimeout     time.Duration
-	httpClient      *http.Client
 	now             func() time.Time
 	// createHook, for tests, runs at each stage of Create ("volumes", "defined"); an
 	// error it returns stops Create there, as a crash would.
@@ -64,10 +62,6 @@ func WithShutdownTimeout(d time.Duration) Option {
 
 // WithDialTimeout sets how long connecting to libvirtd may take.
 func WithDialTimeout(d time.Duration) Option { return func(dr *Driver) { dr.dialTimeout = d } }
-
-// WithImportHTTPClient sets the HTTP client that image imports download with; the SDK's
-// Imports use one with the system's roots and proxy settings when it is not set.
-func WithImportHTTPClient(c *http.Client) Option { return func(dr *Driver) { dr.httpClient = c } }
 
 // WithClock sets the clock the driver reads, for tests.
 func WithClock(now func() time.Time) Option { return func(dr *Driver) { dr.now = now } }

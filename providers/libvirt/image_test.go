@@ -130,7 +130,8 @@ func TestResolveImage(t *testing.T) {
 			wantHits: 2,
 		},
 	}
-	s := connect(t, d.QEMUURI(), nil)
+	// The image server listens on loopback.
+	s := connect(t, d.QEMUURI(), map[string]string{providersdk.ParamAllowLoopbackImports: "true"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			img := &providersdk.Image{Name: "jammy", UID: types.UID("img-" + tt.name), Source: tt.source}
@@ -185,5 +186,32 @@ func TestResolveImage(t *testing.T) {
 				}
 			}
 		})
+	})
+	t.Run("an image over the Provider's maxImportSize is refused, and no volume is made", func(t *testing.T) {
+		small := connect(t, d.QEMUURI(), map[string]string{providersdk.ParamAllowLoopbackImports: "true", providersdk.ParamMaxImportSize: "64Ki"})
+		img := &providersdk.Image{Name: "big", UID: "img-big", Source: banlieuev1.ImageSource{Kind: banlieuev1.ImageSourceURL, ImportFrom: url + "/disk.qcow2?token=s3cret", Checksum: checksum}}
+		got := resolveUntilDone(t, small, img)
+		if got.Reason != banlieuev1.ImageImportFailedReason || !strings.Contains(got.Message, "the Provider's maxImportSize of 64Ki; raise parameters.maxImportSize or use a smaller image") ||
+			strings.Contains(got.Message, "s3cret") {
+			t.Errorf("ResolveImage = %+v; want ImportFailed over maxImportSize, without the token", got)
+		}
+		inspect(t, d, func(l *libvirt.Libvirt) {
+			pool, _ := l.StoragePoolLookupByName(testPool)
+			if _, err := l.StorageVolLookupByName(pool, imageVolumeName("big", checksum)); err == nil {
+				t.Errorf("volume %s exists", imageVolumeName("big", checksum))
+			}
+		})
+	})
+	t.Run("an image server on loopback is refused without allowLoopbackImports", func(t *testing.T) {
+		strict := connect(t, d.QEMUURI(), nil)
+		img := &providersdk.Image{Name: "local", UID: "img-local", Source: banlieuev1.ImageSource{Kind: banlieuev1.ImageSourceURL, ImportFrom: url + "/disk.qcow2"}}
+		before := hits.Load()
+		got := resolveUntilDone(t, strict, img)
+		if got.Reason != banlieuev1.ImageImportFailedReason || !strings.Contains(got.Message, `set the Provider's parameters.allowLoopbackImports to "true"`) {
+			t.Errorf("ResolveImage = %+v; want ImportFailed naming allowLoopbackImports", got)
+		}
+		if n := hits.Load(); n != before {
+			t.Errorf("the server was asked %d times, want none", n-before)
+		}
 	})
 }

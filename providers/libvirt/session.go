@@ -62,7 +62,7 @@ func newSession(d *Driver, h *host.Client, info providersdk.ProviderInfo) *sessi
 		networkClasses: info.NetworkClasses(),
 		features:       p.Spec.Capabilities.Features,
 		labels:         maps.Clone(p.Labels),
-		imports:        providersdk.NewImports(d.now, d.httpClient),
+		imports:        providersdk.NewImports(d.now, providersdk.ImportLimitsFrom(p.Spec.Parameters)),
 	}
 }
 

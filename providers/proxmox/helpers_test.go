@@ -26,6 +26,8 @@ func providerFor(sim *proxmoxtest.Simulator) *banlieuev1.Provider {
 		Spec: banlieuev1.ProviderSpec{
 			ProviderClassRef: banlieuev1.LocalObjectReference{Name: ProviderClass},
 			Connection:       sim.Connection("pve-credentials"),
+			// The tests' image servers listen on loopback.
+			Parameters: map[string]string{providersdk.ParamAllowLoopbackImports: "true"},
 			Capabilities: banlieuev1.Capabilities{
 				StorageClasses: []banlieuev1.ClassMapping{
 					{Name: "fast", Target: map[string]string{"storage": proxmoxtest.Storage}},

@@ -14,6 +14,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/pkg/redact"
 	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
@@ -94,9 +95,10 @@ func (s *session) importImage(ctx context.Context, img *providersdk.Image, name 
 		return providersdk.ImageResult{}, err
 	}
 	st.task = providersdk.Task{}
-	st.failedAt, st.failure = now, importFailure(err)
+	// PVE's words may quote the URL, with its token.
+	st.failedAt, st.failure = now, redact.Text(importFailure(err))
 	ctrl.LoggerFrom(ctx).Info("Image import failed; trying again later", "VMImage", klog.KRef("", p.image),
-		"url", providersdk.RedactURL(p.url), "retryAfter", providersdk.ImportRetry, "err", st.failure)
+		"url", redact.URL(p.url), "retryAfter", providersdk.ImportRetry, "err", st.failure)
 	return s.failedImport(p, st.failure), nil
 }
 
@@ -205,15 +207,22 @@ func (s *session) runningDownload(ctx context.Context, t importTarget, p importP
 }
 
 // download starts PVE's download of the image into the import storage. PVE checks
-// the checksum before it keeps the file, and fails the task when it differs.
+// the checksum before it keeps the file, and fails the task when it differs. The node
+// downloads, so the SDK's dial guard cannot watch the connection: the source is checked
+// here first (its host, literal or as resolved here, is no link-local, unspecified or
+// multicast address, nor loopback unless the Provider allows it). PVE's download-url
+// takes no size or time limit, so maxImportSize and the timeouts do not bound it.
 func (s *session) download(ctx context.Context, t importTarget, p importPlan) (string, error) {
+	if err := s.importLimits.CheckSource(ctx, p.url); err != nil {
+		return "", err
+	}
 	upid, err := s.api.DownloadURL(ctx, t.node, t.storage, pve.Download{
 		URL: p.url, Content: "import", Filename: p.file, Checksum: p.sum, ChecksumAlgorithm: p.algo,
 	})
 	if err != nil {
 		return "", err
 	}
-	ctrl.LoggerFrom(ctx).Info("Downloading image", "VMImage", klog.KRef("", p.image), "url", providersdk.RedactURL(p.url),
+	ctrl.LoggerFrom(ctx).Info("Downloading image", "VMImage", klog.KRef("", p.image), "url", redact.URL(p.url),
 		"node", t.node, "volume", p.volid(t.storage))
 	return upid, nil
 }
@@ -263,7 +272,7 @@ func (s *session) createTemplate(ctx context.Context, st *importState, t importT
 
 // importing is an import's progress.
 func importing(p importPlan, op string) providersdk.ImageResult {
-	msg := fmt.Sprintf("downloading %s as %s", providersdk.RedactURL(p.url), p.file)
+	msg := fmt.Sprintf("downloading %s as %s", redact.URL(p.url), p.file)
 	switch op {
 	case opCreate:
 		msg = fmt.Sprintf("making template %q from %s", p.name, p.file)
@@ -278,7 +287,7 @@ func (s *session) failedImport(p importPlan, failure string) providersdk.ImageRe
 	return providersdk.ImageResult{
 		Reason: banlieuev1.ImageImportFailedReason,
 		Message: fmt.Sprintf("import of %s into Proxmox VE cluster %s failed: %s (tried again %s after the failure)",
-			providersdk.RedactURL(p.url), s.cluster, failure, providersdk.ImportRetry),
+			redact.URL(p.url), s.cluster, failure, providersdk.ImportRetry),
 	}
 }
 

@@ -348,3 +348,45 @@ func TestMachineFromImportedTemplateConverges(t *testing.T) {
 		t.Errorf("VM's description names UID %q, want %q", got, m.UID)
 	}
 }
+
+func TestASourceImportsNeverReachIsRefusedBeforePVEIsAskedToDownload(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		url    func(*imageServer) string
+		params map[string]string
+		want   string
+	}{{
+		name: "a loopback source without allowLoopbackImports",
+		url:  func(srv *imageServer) string { return srv.url() + "?token=s3cret" },
+		want: `127.0.0.1 is a loopback address, the provider's own host; set the Provider's parameters.allowLoopbackImports to "true" to import from it`,
+	}, {
+		name:   "a link-local source, whatever the Provider allows",
+		url:    func(*imageServer) string { return "http://169.254.169.254/latest/jammy.qcow2?token=s3cret" },
+		params: map[string]string{providersdk.ParamAllowLoopbackImports: "true"},
+		want:   "169.254.169.254 is a link-local address, where cloud metadata services listen",
+	}, {
+		name:   "an invalid import parameter",
+		url:    func(srv *imageServer) string { return srv.url() },
+		params: map[string]string{providersdk.ParamAllowLoopbackImports: "yes"},
+		want:   `parameters.allowLoopbackImports "yes" is neither "true" nor "false"; fix it in the Provider`,
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			sim := proxmoxtest.Start(t)
+			srv := serveImage(t)
+			p := providerFor(sim)
+			p.Spec.Parameters = tt.params
+			cl, err := newDriver(sim).Connect(context.Background(), infoFor(sim, p))
+			if err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			t.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
+			res := resolve(t, cl.(*session), urlImage(tt.url(srv), srv.data))
+			if res.Reason != banlieuev1.ImageImportFailedReason || !strings.Contains(res.Message, tt.want) || strings.Contains(res.Message, "s3cret") {
+				t.Errorf("ResolveImage = %+v; want ImportFailed saying %q, without the token", res, tt.want)
+			}
+			if n := sim.Requests()[downloadURLRequest]; n != 0 || srv.gets.Load() != 0 {
+				t.Errorf("PVE was asked to download %d times and the server %d times; want neither", n, srv.gets.Load())
+			}
+		})
+	}
+}

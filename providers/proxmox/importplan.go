@@ -16,6 +16,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // Description lines of a template imported for a VMImage.
@@ -60,7 +61,7 @@ func newImportPlan(img *providersdk.Image, name string) (importPlan, error) {
 	p := importPlan{uid: img.UID, image: img.Name, url: importURL(img.Source)}
 	u, err := url.Parse(p.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return p, fmt.Errorf("the image source's importFrom %q is not an http or https URL", providersdk.RedactURL(p.url))
+		return p, fmt.Errorf("the image source's importFrom %q is not an http or https URL", redact.URL(p.url))
 	}
 	ext := strings.ToLower(strings.TrimPrefix(path.Ext(u.Path), "."))
 	switch ext {
@@ -68,7 +69,7 @@ func newImportPlan(img *providersdk.Image, name string) (importPlan, error) {
 	case "img", "":
 		ext = "qcow2" // cloud images named .img (Ubuntu's) are qcow2
 	default:
-		return p, fmt.Errorf("%s is not a qcow2, raw or vmdk disk image, the formats Proxmox VE imports", providersdk.RedactURL(p.url))
+		return p, fmt.Errorf("%s is not a qcow2, raw or vmdk disk image, the formats Proxmox VE imports", redact.URL(p.url))
 	}
 	key := sha256.Sum256([]byte(p.url))
 	keyHex := hex.EncodeToString(key[:])
@@ -95,7 +96,7 @@ func (p importPlan) volid(storage string) string { return storage + ":import/" +
 // identity.
 func (p importPlan) description() string {
 	return fmt.Sprintf("Imported by banlieue for VMImage %s from %s.\n%s%s\n%s%s\n",
-		p.image, providersdk.RedactURL(p.url), DescriptionImageUIDKey, p.uid, descriptionImageFile, p.file)
+		p.image, redact.URL(p.url), DescriptionImageUIDKey, p.uid, descriptionImageFile, p.file)
 }
 
 // importURL is the image's URL to import from: the source's importFrom, or a Url

@@ -60,6 +60,8 @@ type session struct {
 	features        []string
 	imageStorage    string
 	templateStorage string
+	// importLimits are the Provider's import parameters, checked before PVE downloads.
+	importLimits providersdk.ImportLimits
 
 	// importsMu guards imports, each image's import as this session knows it.
 	importsMu sync.Mutex
@@ -120,6 +122,7 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		features:        p.Spec.Capabilities.Features,
 		imageStorage:    p.Spec.Parameters[ParamImageStorage],
 		templateStorage: p.Spec.Parameters[ParamTemplateStorage],
+		importLimits:    providersdk.ImportLimitsFrom(p.Spec.Parameters),
 		imports:         map[k8stypes.UID]*importState{},
 		clones:          map[string]startedClone{},
 	}

@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -29,7 +28,6 @@ type Driver struct {
 	keepAlive       time.Duration
 	shutdownTimeout time.Duration
 	responseTimeout time.Duration
-	httpClient      *http.Client
 	now             func() time.Time
 }
 
@@ -51,10 +49,6 @@ func WithShutdownTimeout(d time.Duration) Option {
 func WithResponseTimeout(d time.Duration) Option {
 	return func(dr *Driver) { dr.responseTimeout = d }
 }
-
-// WithImportHTTPClient sets the HTTP client that image imports download with; the SDK's
-// Imports use one with the system's roots and proxy settings when it is not set.
-func WithImportHTTPClient(c *http.Client) Option { return func(dr *Driver) { dr.httpClient = c } }
 
 // WithClock sets the clock the driver reads, for tests.
 func WithClock(now func() time.Time) Option { return func(dr *Driver) { dr.now = now } }

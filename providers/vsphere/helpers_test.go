@@ -26,6 +26,8 @@ func providerFor(sim *vspheretest.Simulator) *banlieuev1.Provider {
 		Spec: banlieuev1.ProviderSpec{
 			ProviderClassRef: banlieuev1.LocalObjectReference{Name: ProviderClass},
 			Connection:       sim.Connection("vc-credentials"),
+			// The tests' image servers listen on loopback.
+			Parameters: map[string]string{providersdk.ParamAllowLoopbackImports: "true"},
 		},
 	}
 }

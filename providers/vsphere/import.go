@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path"
@@ -52,11 +53,15 @@ func (s *session) runImport(ctx context.Context, j *providersdk.ImportJob, name,
 	if err := s.downloadFile(ctx, j, root, u, base, checksum); err != nil {
 		return "", err
 	}
+	// Every file the package's descriptor references is verified against its manifest
+	// before anything reaches vCenter.
 	isOVF := strings.HasSuffix(strings.ToLower(u.Path), ".ovf")
 	if isOVF {
-		if err := s.downloadReferences(ctx, j, root, u, base); err != nil {
+		if err := s.downloadOVFPackage(ctx, j, root, u, base, checksum != ""); err != nil {
 			return "", err
 		}
+	} else if err := verifyOVA(local, checksum != ""); err != nil {
+		return "", err
 	}
 
 	inv, err := s.domains(ctx, false)
@@ -96,24 +101,55 @@ func (s *session) downloadFile(ctx context.Context, j *providersdk.ImportJob, ro
 	return out.Close()
 }
 
-// downloadReferences fetches the files the OVF descriptor under root references, next to it.
-func (s *session) downloadReferences(ctx context.Context, j *providersdk.ImportJob, root *os.Root, u *url.URL, descriptor string) error {
+// downloadOVFPackage fetches the manifest of the OVF descriptor under root (its name
+// with .mf, next to it at u, if the server has one) and the files the descriptor
+// references, next to it, and verifies them. Without a manifest it refuses before
+// downloading anything more when checksumWanted.
+func (s *session) downloadOVFPackage(ctx context.Context, j *providersdk.ImportJob, root *os.Root, u *url.URL, descriptor string, checksumWanted bool) error {
 	data, err := root.ReadFile(descriptor)
 	if err != nil {
 		return fmt.Errorf("failed to read the OVF descriptor: %w", err)
 	}
-	hrefs, err := vcenter.OVFReferences(data)
+	hrefs, err := ovfReferences(data)
 	if err != nil {
 		return err
 	}
+	m, err := s.downloadManifest(ctx, j, root, u, descriptor)
+	if err != nil {
+		return err
+	}
+	if m == nil && checksumWanted {
+		return verifyOVF(root, descriptor, hrefs, nil, true)
+	}
 	for _, href := range hrefs {
-		if strings.Contains(href, "..") || path.IsAbs(href) || strings.Contains(href, "://") {
-			return fmt.Errorf("the OVF descriptor references %q, outside its directory", href)
-		}
 		ref := u.ResolveReference(&url.URL{Path: href})
 		if err := s.downloadFile(ctx, j, root, ref, filepath.Join(filepath.Dir(descriptor), filepath.FromSlash(href)), ""); err != nil {
 			return err
 		}
 	}
-	return nil
+	return verifyOVF(root, descriptor, hrefs, m, checksumWanted)
+}
+
+// downloadManifest fetches the descriptor's manifest, next to it at u; nil when the
+// server has none (404, 403 or 410, as object stores answer for a missing object).
+func (s *session) downloadManifest(ctx context.Context, j *providersdk.ImportJob, root *os.Root, u *url.URL, descriptor string) (*manifest, error) {
+	name := strings.TrimSuffix(descriptor, path.Ext(descriptor)) + ".mf"
+	ref := u.ResolveReference(&url.URL{Path: name})
+	var status *providersdk.HTTPStatusError
+	err := s.downloadFile(ctx, j, root, ref, name, "")
+	switch {
+	case errors.As(err, &status) && (status.Code == http.StatusNotFound || status.Code == http.StatusForbidden || status.Code == http.StatusGone):
+		_ = root.Remove(name)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	data, err := root.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the manifest %s: %w", name, err)
+	}
+	if len(data) > maxManifestBytes {
+		return nil, fmt.Errorf("the manifest %s is larger than %d MiB, more than a manifest needs", name, maxManifestBytes>>20)
+	}
+	return parseManifest(name, data)
 }

@@ -108,7 +108,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		storageClasses: info.StorageClasses(),
 		networkClasses: info.NetworkClasses(),
 		features:       p.Spec.Capabilities.Features,
-		imports:        providersdk.NewImports(d.now, d.httpClient),
+		imports:        providersdk.NewImports(d.now, providersdk.ImportLimitsFrom(p.Spec.Parameters)),
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Logged in to vCenter", "endpoint", s.endpoint)
 	return s, nil

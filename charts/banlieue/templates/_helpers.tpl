@@ -180,7 +180,13 @@ spec:
             - { name: tmp, mountPath: /tmp }
       volumes:
         - name: tmp
+          {{- if .tmpSizeLimit }}
+          # Image imports download through /tmp: bounded, so that a large one evicts
+          # this pod rather than filling the node's disk.
+          emptyDir: { sizeLimit: {{ .tmpSizeLimit | quote }} }
+          {{- else }}
           emptyDir: {}
+          {{- end }}
       {{- with .values.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}

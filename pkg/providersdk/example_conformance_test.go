@@ -68,7 +68,7 @@ func TestMemcloudConforms(t *testing.T) {
 		Impostor: func(_ *testing.T, m *providersdk.Machine) func() bool {
 			lab.mu.Lock()
 			defer lab.mu.Unlock()
-			impostor := memVM{id: "vm-impostor-" + string(m.UID), tag: string(types.UID("someone-else")), name: m.Namespace + "-" + m.Name, cpus: 1, memoryMiB: 512}
+			impostor := memVM{id: "vm-impostor-" + string(m.UID), tag: string(types.UID("someone-else")), name: providersdk.BackendName(m.Namespace, m.Name, vmNames), cpus: 1, memoryMiB: 512}
 			lab.vms[impostor.id] = &impostor
 			return func() bool {
 				lab.mu.Lock()

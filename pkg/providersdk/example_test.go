@@ -183,6 +183,10 @@ func (c *memSession) Observe(_ context.Context, m *providersdk.Machine) (provide
 	}, nil
 }
 
+// vmNames are the names memcloud takes for a VM: a '.' among them, at most 80
+// characters.
+var vmNames = providersdk.NameRules{MaxLen: 80}
+
 // Create clones the VM from its template, tagged with the machine's UID, and returns
 // the clone as a task to poll. obs says no VM carries the UID: a VM an earlier Create
 // made would have been found by its tag, so none is made twice.
@@ -200,7 +204,7 @@ func (c *memSession) Create(_ context.Context, m *providersdk.Machine, obs provi
 		return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason,
 			"template %q does not exist on memcloud", m.Spec.Image.Ref)
 	}
-	name := m.Namespace + "-" + m.Name
+	name := providersdk.BackendName(m.Namespace, m.Name, vmNames)
 	for _, vm := range c.b.vms {
 		if vm.name == name {
 			// Not the machine's (Observe found none with its tag): never take it over.

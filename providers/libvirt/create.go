@@ -2,11 +2,8 @@ package libvirt
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -174,15 +171,16 @@ func (s *session) defaultPool() string {
 	return "default"
 }
 
-// domainName is "<namespace>-<name>", shortened with a hash when longer than 100
-// characters, which keeps file names libvirt derives from it well within limits.
+// domainNames are the names given to domains: libvirt takes a '.', and at most 100
+// characters keep the file names libvirt derives from a domain's name (its XML, log and
+// NVRAM files) well within limits.
+var domainNames = providersdk.NameRules{MaxLen: 100}
+
+// domainName is the machine's domain name, "<namespace>.<name>"
+// (providersdk.BackendName): no two machines of any namespaces share it. Lookups go by
+// UUID, so a domain named by an older scheme is still found.
 func domainName(namespace, name string) string {
-	n := namespace + "-" + name
-	if len(n) <= 100 {
-		return n
-	}
-	sum := sha256.Sum256([]byte(n))
-	return strings.TrimRight(n[:91], "-.") + "-" + hex.EncodeToString(sum[:4])
+	return providersdk.BackendName(namespace, name, domainNames)
 }
 
 // ensureDisk makes disk i of the machine unless it exists: the first disk as an overlay

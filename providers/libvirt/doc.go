@@ -62,8 +62,10 @@
 // refuses a second domain with a UUID, so a provider killed mid-create adopts what it
 // made: Create defines the domain only when none has the UUID, and finds volumes by
 // name. Observe hands the domain it found to Update and Delete in the Observation's
-// State, so they never look it up again. The domain is named "<namespace>-<name>"; a
-// domain of that name that is not the machine's is a NameConflict.
+// State, so they never look it up again. The domain is named "<namespace>.<name>"
+// (providersdk.BackendName: a namespace has no '.', so two machines never share a name;
+// cut with a hash beyond 100 characters); a domain of that name that is not the
+// machine's is a NameConflict.
 //
 // # Disks, seed and devices
 //

@@ -47,12 +47,12 @@ func TestQEMUFirmware(t *testing.T) {
 			}
 			nvram := ""
 			inspect(t, d, func(l *libvirt.Libvirt) {
-				x := domainXML(t, l, "team-a-"+m.Name)
+				x := domainXML(t, l, "team-a."+m.Name)
 				if got := x.OS != nil && (x.OS.NVRam != nil || x.OS.Firmware == "efi"); got != tt.wantNVRAM {
 					t.Errorf("NVRAM %v, want %v", got, tt.wantNVRAM)
 				}
 			})
-			matches, _ := filepath.Glob(filepath.Join(d.Dir, "lib", "qemu", "nvram", "team-a-"+m.Name+"_VARS.fd"))
+			matches, _ := filepath.Glob(filepath.Join(d.Dir, "lib", "qemu", "nvram", "team-a."+m.Name+"_VARS.fd"))
 			if len(matches) > 0 {
 				nvram = matches[0]
 			}

@@ -55,7 +55,7 @@ func TestCrashMidCreate(t *testing.T) {
 				t.Errorf("exists %v, power %s; want a running domain", o.Exists, o.PowerState)
 			}
 			inspect(t, d, func(l *libvirt.Libvirt) {
-				if n := domainsNamed(t, l, "team-a-"+m.Name); n != 1 {
+				if n := domainsNamed(t, l, "team-a."+m.Name); n != 1 {
 					t.Errorf("%d domains, want 1", n)
 				}
 				if diff := cmp.Diff([]string{string(m.UID) + "-root.qcow2"}, machineVolumes(t, l, m)); diff != "" {

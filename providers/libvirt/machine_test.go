@@ -52,17 +52,17 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 	}
 	t.Run("the domain runs with the machine's UUID, name and metadata", func(t *testing.T) {
 		inspect(t, d, func(l *libvirt.Libvirt) {
-			if n := domainsNamed(t, l, "team-a-web-1"); n != 1 {
-				t.Errorf("%d domains named team-a-web-1, want 1", n)
+			if n := domainsNamed(t, l, "team-a.web-1"); n != 1 {
+				t.Errorf("%d domains named team-a.web-1, want 1", n)
 			}
-			dom, err := l.DomainLookupByName("team-a-web-1")
+			dom, err := l.DomainLookupByName("team-a.web-1")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if st, _, _ := l.DomainGetState(dom, 0); libvirt.DomainState(st) != libvirt.DomainRunning {
 				t.Errorf("state = %d, want running", st)
 			}
-			x := domainXML(t, l, "team-a-web-1")
+			x := domainXML(t, l, "team-a.web-1")
 			meta := metadataOf(t, x)
 			if x.UUID != string(m.UID) || meta == nil || meta.UID != string(m.UID) {
 				t.Fatalf("uuid %s, metadata %+v; want the machine's UID %s", x.UUID, meta, m.UID)
@@ -71,7 +71,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 			if diff := cmp.Diff(wantVols, meta.Volumes); diff != "" {
 				t.Errorf("metadata volumes (-want +got):\n%s", diff)
 			}
-			wantDetails := &infrav1.LibvirtStatus{DomainUUID: string(m.UID), DomainName: "team-a-web-1", Volumes: wantVols}
+			wantDetails := &infrav1.LibvirtStatus{DomainUUID: string(m.UID), DomainName: "team-a.web-1", Volumes: wantVols}
 			if diff := cmp.Diff(wantDetails, details); diff != "" {
 				t.Errorf("details (-want +got):\n%s", diff)
 			}
@@ -130,7 +130,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		inspect(t, d, func(l *libvirt.Libvirt) {
-			if n := domainsNamed(t, l, "team-a-web-1"); n != 1 {
+			if n := domainsNamed(t, l, "team-a.web-1"); n != 1 {
 				t.Errorf("%d domains, want 1", n)
 			}
 		})
@@ -207,7 +207,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 			t.Error("the domain still exists")
 		}
 		inspect(t, d, func(l *libvirt.Libvirt) {
-			if n := domainsNamed(t, l, "team-a-web-1"); n != 0 {
+			if n := domainsNamed(t, l, "team-a.web-1"); n != 0 {
 				t.Errorf("%d domains left", n)
 			}
 			if vols := machineVolumes(t, l, m); len(vols) > 0 {
@@ -233,7 +233,7 @@ func TestADomainTheHypervisorStoppedIsReportedNotResumed(t *testing.T) {
 	// QEMU stops the guest behind libvirt's back, as it does on a guest crash or a KVM
 	// failure: libvirt sees a pause it did not ask for.
 	inspect(t, d, func(l *libvirt.Libvirt) {
-		dom, err := l.DomainLookupByName("team-a-crashy")
+		dom, err := l.DomainLookupByName("team-a.crashy")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,11 +243,11 @@ func TestADomainTheHypervisorStoppedIsReportedNotResumed(t *testing.T) {
 	})
 	o := mustObserve(t, s, m)
 	_, err := s.Update(ctx, m, o)
-	if !providersdk.IsPermanent(err) || !strings.Contains(err.Error(), "the hypervisor stopped domain team-a-crashy") {
+	if !providersdk.IsPermanent(err) || !strings.Contains(err.Error(), "the hypervisor stopped domain team-a.crashy") {
 		t.Fatalf("Update = %v, want a permanent GuestStopped error", err)
 	}
 	inspect(t, d, func(l *libvirt.Libvirt) {
-		dom, _ := l.DomainLookupByName("team-a-crashy")
+		dom, _ := l.DomainLookupByName("team-a.crashy")
 		if st, _, _ := l.DomainGetState(dom, 0); libvirt.DomainState(st) != libvirt.DomainPaused {
 			t.Errorf("state = %d, want it left paused", st)
 		}

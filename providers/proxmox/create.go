@@ -52,7 +52,7 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs provid
 		return providersdk.CreateResult{}, err
 	}
 	clone := pve.CloneOptions{
-		Name:        vmName(m.Namespace, m.Name),
+		Name:        machineVMName(m.Namespace, m.Name),
 		Description: description(m, snippet),
 		Pool:        first(opts.Pool, s.pool),
 		Linked:      opts.CloneMode == "linked",

@@ -39,7 +39,7 @@ func FuzzDescriptionRoundTrip(f *testing.F) {
 		if got := descriptionValue(desc, descriptionUserData); got != snippet {
 			t.Errorf("snippet reads back as %q, want %q\n%s", got, snippet, desc)
 		}
-		if n := vmName(namespace, name); len(n) > maxVMName || len(validation.IsDNS1123Label(n)) > 0 {
+		if n := machineVMName(namespace, name); len(n) > maxVMName || len(validation.IsDNS1123Label(n)) > 0 {
 			t.Errorf("VM name %q of %s/%s is no DNS label of at most %d characters", n, namespace, name, maxVMName)
 		}
 	})

@@ -56,13 +56,28 @@ func identityMismatch(vmid int, name, tag string) error {
 		"VM %d (%s) has this machine's tag %s but its description does not name the machine's UID; it is left alone", vmid, name, tag)
 }
 
+// machineVMNames are the names given to machines' VMs. PVE takes a DNS name, but its
+// cloud-init makes the guest's host name from the name's first label, so
+// "<namespace>.<name>" would name every guest of a namespace after it: a DNS label it is.
+var machineVMNames = providersdk.NameRules{MaxLen: maxVMName, DNSLabel: true}
+
+// machineVMName is the machine's VM name, "<namespace>-<name>-<hash>"
+// (providersdk.BackendName): the hash of namespace and name, always there, keeps the
+// machines of two namespaces apart where the dashes alone would not ("tenant-a"/"b-web"
+// and "tenant-a-b"/"web"). Lookups go by tag and description, so a VM named by an
+// older scheme is still found.
+func machineVMName(namespace, name string) string {
+	return providersdk.BackendName(namespace, name, machineVMNames)
+}
+
 var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// vmName is the machine's VM name: "<namespace>-<name>" made a DNS label (lowercase,
-// other characters replaced by '-', at most 63 characters with a hash of the whole
-// name when cut), so that two machines never share a name.
-func vmName(namespace, name string) string {
-	full := namespace + "-" + name
+// vmName is "<a>-<b>" made a DNS label (lowercase, other characters replaced by '-', at
+// most 63 characters with a hash of the whole when it had to change). Imported
+// templates are named so ("banlieue-<image>-<key>") and found again by that name, so
+// it stays as it is; machines' VMs are named by machineVMName.
+func vmName(a, b string) string {
+	full := a + "-" + b
 	n := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(full), "-"), "-")
 	if len(n) <= maxVMName && n == strings.ToLower(full) {
 		return n

@@ -114,7 +114,7 @@ func (s *session) direct(ctx context.Context, m *providersdk.Machine, loc locati
 // findIn finds the machine's VM on a guest list already read: a guest with its tag or
 // its name, confirmed by the UID in its description. It returns nil when there is none.
 func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk.Machine) (*vmState, error) {
-	tag, name := TagPrefix+string(m.UID), vmName(m.Namespace, m.Name)
+	tag, name := TagPrefix+string(m.UID), machineVMName(m.Namespace, m.Name)
 	for _, r := range all {
 		tagged := slices.Contains(pve.SplitTags(r.Tags), tag)
 		if r.Template || (!tagged && r.Name != name) {

@@ -307,6 +307,23 @@ func TestStaleLocationFallsBackToTheListing(t *testing.T) {
 			t.Fatalf("Observe mid-clone = %+v, task %+v, %v; want to wait for clone %s", o, task, err, clone.Ref)
 		}
 	})
+
+	t.Run("a VM named by the old scheme, its place unrecorded, is found by its tag", func(t *testing.T) {
+		sim := proxmoxtest.Start(t)
+		s := connect(t, sim, newDriver(sim))
+		m := newMachine("293a4b5c-0000-4000-8000-000000000012")
+		converge(t, s, m)
+		loc := statusOf(t, m)
+		// VMs made before names carried a hash are named "<namespace>-<name>".
+		if err := s.api.SetConfig(ctx, loc.Node, int(loc.VMID), pve.ConfigChange{Set: map[string]any{"name": m.Namespace + "-" + m.Name}}); err != nil {
+			t.Fatal(err)
+		}
+		setStatusBlock(t, m, infrav1.ProxmoxStatus{})
+		o, err := connect(t, sim, newDriver(sim)).Observe(ctx, m)
+		if err != nil || !o.Exists || !o.UpToDate || o.Details.(*infrav1.ProxmoxStatus).VMID != loc.VMID {
+			t.Fatalf("Observe = %+v, %v; want VM %d, up to date", o, err, loc.VMID)
+		}
+	})
 }
 
 // Where a machine's VM is lives in its status.proxmox alone, which Observe's and

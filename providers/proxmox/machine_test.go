@@ -116,7 +116,7 @@ func TestMachineLifecycle(t *testing.T) {
 		}
 		snippet := "local:snippets/banlieue-" + uid + ".yaml"
 		wantConf := map[string]string{
-			"name": "team-a-web-5b0e7d0e", "cores": "4", "memory": "4096", "bios": "ovmf", "machine": "q35",
+			"name": "team-a-web-5b0e7d0e-m3lxueminf", "cores": "4", "memory": "4096", "bios": "ovmf", "machine": "q35",
 			"cicustom": "user=" + snippet, "ipconfig0": "ip=10.1.2.3/24,gw=10.1.2.1", "ipconfig1": "ip=dhcp",
 			"nameserver": "10.1.0.53", "tags": "banlieue-" + uid,
 		}

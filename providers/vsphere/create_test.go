@@ -118,7 +118,7 @@ func TestCreateRefusesAnotherVMWithTheSameName(t *testing.T) {
 			t.Fatalf("the clone under a taken name was observed as %+v, want it refused", obs)
 		}
 	}
-	if msg := wantErr(providersdk.IsPermanent, `a VM named "team-a-web-1b2c3d4e" already exists in the target folder and is not this machine's`, "")(err); msg != "" {
+	if msg := wantErr(providersdk.IsPermanent, `a VM named "team-a.web-1b2c3d4e" already exists in the target folder and is not this machine's`, "")(err); msg != "" {
 		t.Fatal(msg)
 	}
 }

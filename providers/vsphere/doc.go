@@ -68,8 +68,9 @@
 //
 // A VM's instance UUID is its machine's UID, set in the clone spec and looked up with the
 // SearchIndex; extraConfig "banlieue.machine.uid" repeats it and is checked on every lookup.
-// The VM's name is "<namespace>-<name>", made to fit vSphere's 80 characters with a hash
-// suffix when it is longer. A clone that a crashed provider started is found again, either
+// The VM's name is "<namespace>.<name>" (providersdk.BackendName: a namespace has no
+// '.', so two machines never share a name), made to fit vSphere's 80 characters with a
+// hash suffix when it is longer. A clone that a crashed provider started is found again, either
 // by its UUID or, when the second clone fails with DuplicateName, by its name.
 //
 // # Guest addresses

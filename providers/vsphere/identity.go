@@ -2,8 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
@@ -14,18 +12,15 @@ import (
 // next to the instance UUID, so a lookup can check that a VM is really the machine's.
 const ExtraConfigMachineUID = "banlieue.machine.uid"
 
-// maxVMName is the longest VM name vSphere accepts.
-const maxVMName = 80
+// vmNames are the names vSphere takes for a VM: any characters (a '.' among them), at
+// most 80.
+var vmNames = providersdk.NameRules{MaxLen: 80}
 
-// vmName is the machine's VM name: "<namespace>-<name>", cut to vSphere's 80 characters
-// with a hash of the whole name, so that two long names never get the same VM name.
+// vmName is the machine's VM name, "<namespace>.<name>" (providersdk.BackendName): no
+// two machines of any namespaces share it. The name is what a person sees in vCenter;
+// lookups go by the instance UUID, so a VM named by an older scheme is still found.
 func vmName(namespace, name string) string {
-	full := namespace + "-" + name
-	if len(full) <= maxVMName {
-		return full
-	}
-	sum := sha256.Sum256([]byte(full))
-	return full[:maxVMName-9] + "-" + hex.EncodeToString(sum[:4])
+	return providersdk.BackendName(namespace, name, vmNames)
 }
 
 // findVM finds the machine's VM by its instance UUID, the machine's UID; nil when there

@@ -112,8 +112,8 @@ func TestMachineLifecycle(t *testing.T) {
 			t.Errorf("Observe's state is %#v, want the VM %s it read", o.State, moRef)
 		}
 
-		if vm.Name != "team-a-web-5b0e7d0e" || vm.Config.InstanceUuid != uid {
-			t.Errorf("VM name %q, instance UUID %q; want team-a-web-5b0e7d0e, %s", vm.Name, vm.Config.InstanceUuid, uid)
+		if vm.Name != "team-a.web-5b0e7d0e" || vm.Config.InstanceUuid != uid {
+			t.Errorf("VM name %q, instance UUID %q; want team-a.web-5b0e7d0e, %s", vm.Name, vm.Config.InstanceUuid, uid)
 		}
 		if vm.Config.Hardware.NumCPU != 4 || vm.Config.Hardware.MemoryMB != 4096 {
 			t.Errorf("VM has %d CPUs and %d MiB, want 4 and 4096", vm.Config.Hardware.NumCPU, vm.Config.Hardware.MemoryMB)
@@ -229,7 +229,7 @@ func TestMachineLifecycle(t *testing.T) {
 		m.Spec.Hardware.CPUs = 8
 		defer func() { m.Spec.Hardware.CPUs = 2 }()
 		_, err := afterObserve(s, m, s.Update)
-		if msg := wantErr(providersdk.IsPermanent, "changing CPUs from 2 to 8 needs VM \"team-a-web-5b0e7d0e\" powered off", "")(err); msg != "" {
+		if msg := wantErr(providersdk.IsPermanent, "changing CPUs from 2 to 8 needs VM \"team-a.web-5b0e7d0e\" powered off", "")(err); msg != "" {
 			t.Fatal(msg)
 		}
 		if reason := permanentReason(err); reason != infrav1.MachineResizeRequiresPowerOffReason {
@@ -407,15 +407,23 @@ func TestAddresses(t *testing.T) {
 	}
 }
 
-func TestVMName(t *testing.T) {
-	short := vmName("team-a", "web")
-	long := vmName(strings.Repeat("n", 63), strings.Repeat("m", 63))
-	other := vmName(strings.Repeat("n", 63), strings.Repeat("m", 62)+"x")
-	if short != "team-a-web" {
-		t.Errorf("short name %q, want team-a-web", short)
+func TestVMNamesNeverCollide(t *testing.T) {
+	long := strings.Repeat("n", 63)
+	tests := []struct {
+		name, namespace, machine, want string
+	}{
+		{"a short name is namespace and name around a dot", "team-a", "web", "team-a.web"},
+		{"a dash moved into the namespace gives another name", "team-a-b", "web", "team-a-b.web"},
+		{"the other half of that pair", "team-a", "b-web", "team-a.b-web"},
+		{"a long name is cut to 80 with a hash", long, strings.Repeat("m", 63), long + ".mmmmm-zdmto2cmmg"},
+		{"a long name that differs after the cut gets another hash", long, strings.Repeat("m", 62) + "x", long + ".mmmmm-pkkbeysmdl"},
 	}
-	if len(long) != maxVMName || long == other {
-		t.Errorf("long names %q and %q: want %d characters each, and different", long, other, maxVMName)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := vmName(tt.namespace, tt.machine); got != tt.want || len(got) > 80 {
+				t.Errorf("vmName(%q, %q) = %q, want %q (at most 80 characters)", tt.namespace, tt.machine, got, tt.want)
+			}
+		})
 	}
 }
 
@@ -440,5 +448,33 @@ func TestObserveReportsAFailedTask(t *testing.T) {
 	var failed *providersdk.TaskFailedError
 	if !errors.As(err, &failed) || failed.Task != m.Task || failed.Message == "" {
 		t.Fatalf("Observe = %v; want a TaskFailedError for %s with the fault's message", err, m.Task.Ref)
+	}
+}
+
+func TestAVMNamedByTheOldSchemeIsStillTheMachines(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	s := connect(t, sim, NewDriver())
+	m := newMachine("4e5f607a-8b9c-4d0e-9f1a-3b4c5d6e7f80")
+	res, err := afterObserve(s, m, s.Create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s, m, res.Task)
+	// VMs made before names were "<namespace>.<name>" are named "<namespace>-<name>".
+	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: theVM(t, sim, string(m.UID)).Self.Value}
+	task, err := object.NewVirtualMachine(sim.Client.Client, ref).Rename(ctx, m.Namespace+"-"+m.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Observe(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := o.Details.(*infrav1.VSphereStatus); !o.Exists || got == nil || got.MoRef != ref.Value {
+		t.Errorf("Observe after the rename = %+v, want the VM %s found by its instance UUID", o, ref.Value)
 	}
 }

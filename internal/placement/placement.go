@@ -67,6 +67,10 @@ type Decision struct {
 type Rejection struct {
 	Provider string
 	Reason   string
+	// NotAdmitted is set when the Provider's namespaceSelector does not admit the VM's
+	// namespace (or cannot be parsed): Message counts such a Provider and never names
+	// it, as the VM's tenant has no business knowing it.
+	NotAdmitted bool
 }
 
 // LoadFunc returns how many VMs are placed in a location.
@@ -275,6 +279,11 @@ func (s *Scheduler) Schedule(req *Request, load LoadFunc) (*Decision, []Rejectio
 	var rejections []Rejection
 	for i := range s.entries {
 		e := &s.entries[i]
+		key := e.p.Namespace + "/" + e.p.Name
+		if why := e.notAdmitted(req); why != "" {
+			rejections = append(rejections, Rejection{Provider: key, Reason: why, NotAdmitted: true})
+			continue
+		}
 		why := s.rejectProvider(pr, e, false)
 		if why == "" {
 			reasons := make([]string, 0, len(e.domains))
@@ -284,7 +293,7 @@ func (s *Scheduler) Schedule(req *Request, load LoadFunc) (*Decision, []Rejectio
 			}
 			why = strings.Join(reasons, "; ")
 		}
-		rejections = append(rejections, Rejection{Provider: e.p.Namespace + "/" + e.p.Name, Reason: why})
+		rejections = append(rejections, Rejection{Provider: key, Reason: why})
 	}
 	return nil, rejections
 }
@@ -314,7 +323,21 @@ func (s *Scheduler) validate(pr *prepared, loc Location) (*Decision, string) {
 	return &Decision{Location: loc, Provider: e.p}, ""
 }
 
-// rejectProvider returns why the Provider as a whole cannot take the VM, or "". For a
+// notAdmitted returns why the Provider's namespaceSelector does not admit the VM's
+// namespace, or "" when it does; a nil selector admits every namespace.
+func (e *providerEntry) notAdmitted(req *Request) string {
+	switch {
+	case e.nsSelectorErr != nil:
+		return fmt.Sprintf("its namespaceSelector is invalid: %v", e.nsSelectorErr)
+	case e.nsSelector != nil && !e.nsSelector.Matches(req.NamespaceLabels):
+		return fmt.Sprintf("its namespaceSelector does not admit namespace %q", req.Namespace)
+	}
+	return ""
+}
+
+// rejectProvider returns why the Provider as a whole cannot take the VM, or "". The
+// namespaceSelector comes first, so that a Provider not admitting the VM's namespace
+// is rejected for that alone and nothing else of it is looked at. For a
 // VM already placed there (placed), only what the user or the admin declared counts: a
 // Provider that is paused, unclaimed, not Ready or whose image row is not ready keeps
 // its VMs, since moving a VM deletes its machine and a backend outage is not a reason.
@@ -322,6 +345,9 @@ func (s *Scheduler) validate(pr *prepared, loc Location) (*Decision, string) {
 // never, hold its deletion until they are deleted).
 func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) string {
 	req, p := pr.req, e.p
+	if why := e.notAdmitted(req); why != "" {
+		return why
+	}
 	switch {
 	case req.ProviderSelector != nil && !req.ProviderSelector.Matches(labels.Set(p.Labels)):
 		return "not selected by placement.providerSelector"
@@ -333,13 +359,7 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) 
 	case !p.Status.MachineKind.IsDefined():
 		return fmt.Sprintf("no provider controller for class %q has claimed it (status.machineKind is empty)", p.Spec.ProviderClassRef.Name)
 	case !apimeta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ReadyCondition):
-		return "not Ready" + conditionDetail(apimeta.FindStatusCondition(p.Status.Conditions, banlieuev1.ReadyCondition))
-	}
-	switch {
-	case e.nsSelectorErr != nil:
-		return fmt.Sprintf("its namespaceSelector is invalid: %v", e.nsSelectorErr)
-	case e.nsSelector != nil && !e.nsSelector.Matches(req.NamespaceLabels):
-		return fmt.Sprintf("its namespaceSelector does not admit namespace %q", req.Namespace)
+		return "not Ready" + conditionDetail(p, apimeta.FindStatusCondition(p.Status.Conditions, banlieuev1.ReadyCondition))
 	}
 	class := p.Spec.ProviderClassRef.Name
 	src := req.Image.SourceFor(class)
@@ -350,7 +370,7 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) 
 	switch row := pr.rows[providerKey{p.Namespace, p.Name}]; {
 	case placed:
 	case row != nil && !ptr.Deref(row.Ready, false):
-		return fmt.Sprintf("image %s is not ready here: %s", req.Image.Name, cmp.Or(row.Message, row.Reason, "no reason given"))
+		return fmt.Sprintf("image %s is not ready here: %s", req.Image.Name, Sanitize(p, cmp.Or(row.Message, row.Reason, "no reason given")))
 	case row == nil && src.Kind == banlieuev1.ImageSourceURL:
 		return fmt.Sprintf("image %s has not been imported here yet", req.Image.Name)
 	}
@@ -457,29 +477,50 @@ func domainName(fd *banlieuev1.FailureDomain) string {
 	return cmp.Or(fd.Name, "(default)")
 }
 
-func conditionDetail(c *metav1.Condition) string {
+// conditionDetail quotes the Provider's condition c for the VM's tenant, sanitized.
+func conditionDetail(p *banlieuev1.Provider, c *metav1.Condition) string {
 	if c == nil || c.Message == "" {
 		return ""
 	}
-	return " (" + c.Message + ")"
+	return " (" + Sanitize(p, c.Message) + ")"
 }
 
-// Message renders rejections as one deterministic sentence per Provider.
-func Message(rejections []Rejection) string {
+// Message renders the rejections of a VM in namespace as one deterministic sentence
+// per Provider that admits the namespace; the Providers that do not are counted, never
+// named, so that a tenant learns nothing of Providers meant for others.
+func Message(namespace string, rejections []Rejection) string {
 	if len(rejections) == 0 {
 		return "no Provider exists that could run this VM"
 	}
 	var b strings.Builder
 	b.WriteString("no Provider can run this VM: ")
-	for i, r := range rejections {
-		if i == maxRejectionsInMessage {
-			fmt.Fprintf(&b, "; and %d more", len(rejections)-i)
-			break
-		}
-		if i > 0 {
+	named, notAdmitted := 0, 0
+	for _, r := range rejections {
+		switch {
+		case r.NotAdmitted:
+			notAdmitted++
+			continue
+		case named >= maxRejectionsInMessage:
+			named++
+			continue
+		case named > 0:
 			b.WriteString("; ")
 		}
+		named++
 		b.WriteString(r.Provider + ": " + r.Reason)
+	}
+	if more := named - maxRejectionsInMessage; more > 0 {
+		fmt.Fprintf(&b, "; and %d more", more)
+	}
+	if notAdmitted > 0 {
+		if named > 0 {
+			b.WriteString("; ")
+		}
+		if notAdmitted == 1 {
+			fmt.Fprintf(&b, "1 Provider does not admit namespace %q", namespace)
+		} else {
+			fmt.Fprintf(&b, "%d Providers do not admit namespace %q", notAdmitted, namespace)
+		}
 	}
 	return b.String()
 }

@@ -126,7 +126,7 @@ func BenchmarkSchedule(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			s, req, load := benchInputs(c)
 			if d, rej := s.Schedule(req, load); d == nil {
-				b.Fatalf("no decision: %s", Message(rej))
+				b.Fatalf("no decision: %s", Message(req.Namespace, rej))
 			}
 			b.ReportAllocs()
 			for b.Loop() {

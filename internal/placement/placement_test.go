@@ -244,7 +244,7 @@ func TestSchedule(t *testing.T) {
 			name:           "A Provider the providerSelector does not match is rejected with that reason.",
 			providers:      []*banlieuev1.Provider{provider("a", providerLabels("env", "dev"))},
 			req:            request(selectProviders("env=prod")),
-			wantRejections: []Rejection{{"infra/a", "not selected by placement.providerSelector"}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "not selected by placement.providerSelector"}},
 		},
 		{
 			name: "A namespaceSelector that admits the VM's namespace keeps the Provider eligible.",
@@ -260,7 +260,7 @@ func TestSchedule(t *testing.T) {
 				provider("a", namespaceSelector(&banlieuev1.LabelSelector{MatchLabels: map[string]string{"team": "a"}})),
 			},
 			req:            request(inVMNamespace("team-b", "team", "b")),
-			wantRejections: []Rejection{{"infra/a", `its namespaceSelector does not admit namespace "team-b"`}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: `its namespaceSelector does not admit namespace "team-b"`, NotAdmitted: true}},
 		},
 		{
 			name: "A namespaceSelector with an expression rejects namespaces without the label.",
@@ -270,50 +270,50 @@ func TestSchedule(t *testing.T) {
 				}})),
 			},
 			req:            request(),
-			wantRejections: []Rejection{{"infra/a", `its namespaceSelector does not admit namespace "team-a"`}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: `its namespaceSelector does not admit namespace "team-a"`, NotAdmitted: true}},
 		},
 		{
 			name:           "A paused Provider is rejected as paused.",
 			providers:      []*banlieuev1.Provider{provider("a", paused())},
 			req:            request(),
-			wantRejections: []Rejection{{"infra/a", "paused"}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "paused"}},
 		},
 		{
 			name:           "A Provider that is not Ready is rejected with its Ready condition's message.",
 			providers:      []*banlieuev1.Provider{provider("a", notReady("vCenter did not answer"))},
 			req:            request(),
-			wantRejections: []Rejection{{"infra/a", "not Ready (vCenter did not answer)"}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "not Ready (vCenter did not answer)"}},
 		},
 		{
 			name:           "A Provider with no Ready condition at all is rejected as not Ready.",
 			providers:      []*banlieuev1.Provider{provider("a", noConditions())},
 			req:            request(),
-			wantRejections: []Rejection{{"infra/a", "not Ready"}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "not Ready"}},
 		},
 		{
 			name:      "A Provider no provider controller has claimed is rejected, naming its class.",
 			providers: []*banlieuev1.Provider{provider("a", unclaimed())},
 			req:       request(),
-			wantRejections: []Rejection{{"infra/a",
-				`no provider controller for class "vsphere" has claimed it (status.machineKind is empty)`}},
+			wantRejections: []Rejection{{
+				Provider: "infra/a", Reason: `no provider controller for class "vsphere" has claimed it (status.machineKind is empty)`}},
 		},
 		{
 			name:           "A Provider without the class's storage class is rejected, naming the disk.",
 			providers:      []*banlieuev1.Provider{provider("a", storageClasses("slow"))},
 			req:            request(),
-			wantRejections: []Rejection{{"infra/a", `storage class "fast" (disk root) is not in its capabilities`}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: `storage class "fast" (disk root) is not in its capabilities`}},
 		},
 		{
 			name:           "A Provider without the class's network class is rejected, naming the interface.",
 			providers:      []*banlieuev1.Provider{provider("a", networkClasses("dev"))},
 			req:            request(),
-			wantRejections: []Rejection{{"infra/a", `network class "prod" (interface eth0) is not in its capabilities`}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: `network class "prod" (interface eth0) is not in its capabilities`}},
 		},
 		{
 			name:           "A Provider without a feature the class needs is rejected, naming the feature.",
 			providers:      []*banlieuev1.Provider{provider("a", features("efiSecureBoot"))},
 			req:            request(classFeatures("nestedVirtualization")),
-			wantRejections: []Rejection{{"infra/a", `feature "nestedVirtualization" is not in its capabilities`}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: `feature "nestedVirtualization" is not in its capabilities`}},
 		},
 		{
 			name:      "A Provider with every feature the class needs is chosen.",
@@ -325,7 +325,7 @@ func TestSchedule(t *testing.T) {
 			name:           "efi-secure firmware needs the efiSecureBoot feature even when the class does not list it.",
 			providers:      []*banlieuev1.Provider{provider("a")},
 			req:            request(firmware(banlieuev1.FirmwareEFISecure)),
-			wantRejections: []Rejection{{"infra/a", `feature "efiSecureBoot" is not in its capabilities`}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: `feature "efiSecureBoot" is not in its capabilities`}},
 		},
 		{
 			name:      "efi-secure firmware is placed on a Provider that declares efiSecureBoot.",
@@ -343,25 +343,25 @@ func TestSchedule(t *testing.T) {
 			name:           "A Provider whose class the image has no source for is rejected, naming the class.",
 			providers:      []*banlieuev1.Provider{provider("a", ofClass("libvirt"))},
 			req:            request(),
-			wantRejections: []Rejection{{"infra/a", `image ubuntu has no source for provider class "libvirt"`}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: `image ubuntu has no source for provider class "libvirt"`}},
 		},
 		{
 			name:           "A Provider whose image row is not ready is rejected with the row's message.",
 			providers:      []*banlieuev1.Provider{provider("a")},
 			req:            request(imageRow("a", false, "ImportFailed", "checksum mismatch")),
-			wantRejections: []Rejection{{"infra/a", "image ubuntu is not ready here: checksum mismatch"}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "image ubuntu is not ready here: checksum mismatch"}},
 		},
 		{
 			name:           "A not-ready image row without a message gives its reason.",
 			providers:      []*banlieuev1.Provider{provider("a")},
 			req:            request(imageRow("a", false, "Importing", "")),
-			wantRejections: []Rejection{{"infra/a", "image ubuntu is not ready here: Importing"}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "image ubuntu is not ready here: Importing"}},
 		},
 		{
 			name:           "A not-ready image row with neither message nor reason says so.",
 			providers:      []*banlieuev1.Provider{provider("a")},
 			req:            request(imageRow("a", false, "", "")),
-			wantRejections: []Rejection{{"infra/a", "image ubuntu is not ready here: no reason given"}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "image ubuntu is not ready here: no reason given"}},
 		},
 		{
 			name:      "Another Provider's not-ready image row does not reject this one.",
@@ -373,7 +373,7 @@ func TestSchedule(t *testing.T) {
 			name:           "A Url image with no row for the Provider has not been imported and is rejected.",
 			providers:      []*banlieuev1.Provider{provider("a")},
 			req:            request(imageSource("vsphere", banlieuev1.ImageSourceURL)),
-			wantRejections: []Rejection{{"infra/a", "image ubuntu has not been imported here yet"}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "image ubuntu has not been imported here yet"}},
 		},
 		{
 			name:      "A Url image with a ready row is placed where it was imported.",
@@ -406,8 +406,8 @@ func TestSchedule(t *testing.T) {
 				domain("fd-2", domainLabels("zone", "z2")),
 			))},
 			req: request(selectDomains("zone=z3")),
-			wantRejections: []Rejection{{"infra/a",
-				"fd-1: not selected by placement.failureDomainSelector; fd-2: not selected by placement.failureDomainSelector"}},
+			wantRejections: []Rejection{{
+				Provider: "infra/a", Reason: "fd-1: not selected by placement.failureDomainSelector; fd-2: not selected by placement.failureDomainSelector"}},
 		},
 		{
 			name: "A failure domain that reports storage classes without the class's is skipped; one that reports none is trusted.",
@@ -427,8 +427,8 @@ func TestSchedule(t *testing.T) {
 				domain("fd-3", availableStorage("fast"), availableNetworks("prod"), availableFeatures("nestedVirtualization")),
 			))},
 			req: request(firmware(banlieuev1.FirmwareEFISecure)),
-			wantRejections: []Rejection{{"infra/a",
-				`fd-1: storage class "fast" is not available; fd-2: network class "prod" is not available; fd-3: feature "efiSecureBoot" is not available`}},
+			wantRejections: []Rejection{{
+				Provider: "infra/a", Reason: `fd-1: storage class "fast" is not available; fd-2: network class "prod" is not available; fd-3: feature "efiSecureBoot" is not available`}},
 		},
 		{
 			name: "A failure domain that lists every class and feature the VM needs is chosen.",
@@ -456,8 +456,8 @@ func TestSchedule(t *testing.T) {
 				domain("fd-2", domainLabels("zone", "z1")),
 			))},
 			req: request(required("zone", at("a", "fd-1"))),
-			wantRejections: []Rejection{{"infra/a",
-				"fd-1: required anti-affinity on zone=z1 is violated; fd-2: required anti-affinity on zone=z1 is violated"}},
+			wantRejections: []Rejection{{
+				Provider: "infra/a", Reason: "fd-1: required anti-affinity on zone=z1 is violated; fd-2: required anti-affinity on zone=z1 is violated"}},
 		},
 		{
 			name: "Required anti-affinity compares zone values across Providers, including a zone set on the Provider itself.",
@@ -608,7 +608,7 @@ func TestSchedule(t *testing.T) {
 				provider("b", ofClass("proxmox")),
 			},
 			req:            request(current(at("b", ""))),
-			wantRejections: []Rejection{{"infra/a", "not Ready"}, {"infra/b", `image ubuntu has no source for provider class "proxmox"`}},
+			wantRejections: []Rejection{{Provider: "infra/a", Reason: "not Ready"}, {Provider: "infra/b", Reason: `image ubuntu has no source for provider class "proxmox"`}},
 		},
 		{
 			name: "When no Provider fits, every Provider is listed in name order with its own reason.",
@@ -619,9 +619,9 @@ func TestSchedule(t *testing.T) {
 			},
 			req: request(required("zone", at("b", "fd-1"))),
 			wantRejections: []Rejection{
-				{"infra/a", "paused"},
-				{"infra/b", "fd-1: required anti-affinity on zone=z1 is violated"},
-				{"infra/c", `image ubuntu has no source for provider class "proxmox"`},
+				{Provider: "infra/a", Reason: "paused"},
+				{Provider: "infra/b", Reason: "fd-1: required anti-affinity on zone=z1 is violated"},
+				{Provider: "infra/c", Reason: `image ubuntu has no source for provider class "proxmox"`},
 			},
 		},
 		{
@@ -817,7 +817,7 @@ func TestMessage(t *testing.T) {
 		},
 		{
 			name:       "Every Provider is named with its reason, in the order given.",
-			rejections: []Rejection{{"infra/a", "paused"}, {"infra/b", "not Ready (vCenter did not answer)"}},
+			rejections: []Rejection{{Provider: "infra/a", Reason: "paused"}, {Provider: "infra/b", Reason: "not Ready (vCenter did not answer)"}},
 			want:       "no Provider can run this VM: infra/a: paused; infra/b: not Ready (vCenter did not answer)",
 		},
 		{
@@ -830,10 +830,25 @@ func TestMessage(t *testing.T) {
 			rejections: many(40),
 			want:       "no Provider can run this VM: " + joined(32) + "; and 8 more",
 		},
+		{
+			name:       "One Provider not admitting the namespace is counted, not named.",
+			rejections: []Rejection{{Provider: "infra/a", Reason: "paused"}, notAdmitted("infra/b")},
+			want:       `no Provider can run this VM: infra/a: paused; 1 Provider does not admit namespace "team-a"`,
+		},
+		{
+			name:       "Only Providers not admitting the namespace: the message is their count alone.",
+			rejections: []Rejection{notAdmitted("infra/a"), notAdmitted("infra/b"), notAdmitted("other/c")},
+			want:       `no Provider can run this VM: 3 Providers do not admit namespace "team-a"`,
+		},
+		{
+			name:       "Providers not admitting the namespace do not count against the 32 named.",
+			rejections: append([]Rejection{notAdmitted("infra/a"), notAdmitted("infra/b")}, many(33)...),
+			want:       "no Provider can run this VM: " + joined(32) + `; and 1 more; 2 Providers do not admit namespace "team-a"`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, Message(tt.rejections)); diff != "" {
+			if diff := cmp.Diff(tt.want, Message("team-a", tt.rejections)); diff != "" {
 				t.Errorf("Message() (-want +got):\n%s", diff)
 			}
 		})
@@ -847,7 +862,132 @@ func TestMessageFromSchedule(t *testing.T) {
 	}
 	_, rejections := NewScheduler(providers).Schedule(request(), loads(nil))
 	want := "no Provider can run this VM: infra/a: paused; infra/b: not Ready (credentials rejected)"
-	if diff := cmp.Diff(want, Message(rejections)); diff != "" {
+	if diff := cmp.Diff(want, Message("team-a", rejections)); diff != "" {
 		t.Errorf("Message(Schedule()) (-want +got):\n%s", diff)
+	}
+}
+
+// notAdmitted is the rejection of a Provider whose namespaceSelector does not admit
+// namespace team-a.
+func notAdmitted(provider string) Rejection {
+	return Rejection{Provider: provider, Reason: `its namespaceSelector does not admit namespace "team-a"`, NotAdmitted: true}
+}
+
+func TestMessageNamesOnlyTheProvidersThatAdmitTheVMsNamespace(t *testing.T) {
+	teamA := namespaceSelector(&banlieuev1.LabelSelector{MatchLabels: map[string]string{"team": "a"}})
+	teamB := namespaceSelector(&banlieuev1.LabelSelector{MatchLabels: map[string]string{"team": "b"}})
+	broken := namespaceSelector(&banlieuev1.LabelSelector{MatchExpressions: []banlieuev1.LabelSelectorRequirement{{Key: "team", Operator: "Sometimes"}}})
+	// secretive is a Provider of another tenant that would say much about itself.
+	secretive := func(name string, opts ...providerOpt) *banlieuev1.Provider {
+		return provider(name, append([]providerOpt{
+			notReady("cannot reach https://vc-b.example/sdk with Secret infra/vc-b-creds"),
+			domains(domain("rack-b1")),
+			func(p *banlieuev1.Provider) {
+				p.Spec.Connection = banlieuev1.Connection{Endpoint: "https://vc-b.example/sdk", CredentialsRef: banlieuev1.LocalObjectReference{Name: "vc-b-creds"}}
+			},
+		}, opts...)...)
+	}
+	tests := []struct {
+		name      string
+		providers []*banlieuev1.Provider
+		req       *Request
+		want      string
+	}{
+		{
+			name:      "A Provider without a namespaceSelector admits every namespace and is named.",
+			providers: []*banlieuev1.Provider{provider("a", storageClasses("slow"))},
+			req:       request(inVMNamespace("tenant-a", "team", "a")),
+			want:      `no Provider can run this VM: infra/a: storage class "fast" (disk root) is not in its capabilities`,
+		},
+		{
+			name:      "A Provider whose namespaceSelector admits the namespace is named with its reason.",
+			providers: []*banlieuev1.Provider{provider("a", teamA, paused())},
+			req:       request(inVMNamespace("tenant-a", "team", "a")),
+			want:      "no Provider can run this VM: infra/a: paused",
+		},
+		{
+			name:      "A Provider that does not admit the namespace is counted, and nothing of it is said.",
+			providers: []*banlieuev1.Provider{provider("a", teamA, paused()), secretive("b", teamB)},
+			req:       request(inVMNamespace("tenant-a", "team", "a")),
+			want:      `no Provider can run this VM: infra/a: paused; 1 Provider does not admit namespace "tenant-a"`,
+		},
+		{
+			name:      "The same Providers seen from the other tenant's namespace swap roles.",
+			providers: []*banlieuev1.Provider{provider("a", teamA, paused()), provider("b", teamB, paused())},
+			req:       request(inVMNamespace("tenant-b", "team", "b")),
+			want:      `no Provider can run this VM: infra/b: paused; 1 Provider does not admit namespace "tenant-b"`,
+		},
+		{
+			name: "A Provider the providerSelector would also reject is still only counted.",
+			providers: []*banlieuev1.Provider{
+				provider("a", teamA, providerLabels("env", "dev")),
+				secretive("b", teamB, providerLabels("env", "dev")),
+				secretive("c", teamB, ofClass("proxmox")),
+			},
+			req:  request(inVMNamespace("tenant-a", "team", "a"), selectProviders("env in (prod, staging)")),
+			want: `no Provider can run this VM: infra/a: not selected by placement.providerSelector; 2 Providers do not admit namespace "tenant-a"`,
+		},
+		{
+			name:      "A Provider whose namespaceSelector does not parse admits no namespace and is counted.",
+			providers: []*banlieuev1.Provider{secretive("a", broken), secretive("b", teamB)},
+			req:       request(inVMNamespace("tenant-a", "team", "a")),
+			want:      `no Provider can run this VM: 2 Providers do not admit namespace "tenant-a"`,
+		},
+		{
+			name:      "A namespace without labels is admitted only by Providers without a namespaceSelector.",
+			providers: []*banlieuev1.Provider{provider("a", teamA), provider("z", paused())},
+			req:       request(inVMNamespace("tenant-c")),
+			want:      `no Provider can run this VM: infra/z: paused; 1 Provider does not admit namespace "tenant-c"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, rejections := NewScheduler(tt.providers).Schedule(tt.req, loads(nil))
+			if d != nil {
+				t.Fatalf("Schedule() chose %s, want no decision", d.ProviderKey())
+			}
+			got := Message(tt.req.Namespace, rejections)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Message() (-want +got):\n%s", diff)
+			}
+			for _, leak := range []string{"vc-b", "rack-b1", "Sometimes"} {
+				if strings.Contains(got, leak) {
+					t.Errorf("Message() = %q, names %q of a Provider that does not admit the namespace", got, leak)
+				}
+			}
+		})
+	}
+}
+
+func TestReasonsQuoteProvidersSanitized(t *testing.T) {
+	withConnection := func(p *banlieuev1.Provider) {
+		p.Spec.Connection = banlieuev1.Connection{Endpoint: "https://vc.example/sdk", CredentialsRef: banlieuev1.LocalObjectReference{Name: "vc-creds"}}
+	}
+	tests := []struct {
+		name      string
+		providers []*banlieuev1.Provider
+		req       *Request
+		want      Rejection
+	}{
+		{
+			name:      "A Provider's Ready message is quoted without its endpoint, Secret or a password.",
+			providers: []*banlieuev1.Provider{provider("a", withConnection, notReady(`Post "https://admin:pw@vc.example/sdk?token=x": Secret infra/vc-creds rejected`))},
+			req:       request(),
+			want:      Rejection{Provider: "infra/a", Reason: `not Ready (Post "the backend": the Provider's credentials Secret rejected)`},
+		},
+		{
+			name:      "An image row's message is quoted without the endpoint's host.",
+			providers: []*banlieuev1.Provider{provider("a", withConnection)},
+			req:       request(imageRow("a", false, "ImportFailed", "upload to vc.example:443 failed")),
+			want:      Rejection{Provider: "infra/a", Reason: "image ubuntu is not ready here: upload to the backend:443 failed"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, rejections := NewScheduler(tt.providers).Schedule(tt.req, loads(nil))
+			if diff := cmp.Diff([]Rejection{tt.want}, rejections); diff != "" {
+				t.Errorf("Schedule() rejections (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -74,7 +74,13 @@ func (f *fixture) image(name string) *banlieuev1.VMImage {
 // its status written as its provider controller would.
 func (f *fixture) provider(name string, domains []banlieuev1.FailureDomain, mods ...func(*banlieuev1.Provider)) *banlieuev1.Provider {
 	f.t.Helper()
-	p := builder.Provider(f.ns, name, provider.ProviderClass, append([]func(*banlieuev1.Provider){
+	return f.providerIn(f.ns, name, domains, mods...)
+}
+
+// providerIn is provider in namespace ns, which must exist.
+func (f *fixture) providerIn(ns, name string, domains []banlieuev1.FailureDomain, mods ...func(*banlieuev1.Provider)) *banlieuev1.Provider {
+	f.t.Helper()
+	p := builder.Provider(ns, name, provider.ProviderClass, append([]func(*banlieuev1.Provider){
 		builder.WithLabels(map[string]string{"suite": f.ns, "name": name}),
 		builder.WithConnection(banlieuev1.Connection{Endpoint: "test://" + name}),
 		builder.WithStorageClass("fast", map[string]string{"datastore": "ds-" + name}),

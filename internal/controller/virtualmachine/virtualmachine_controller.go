@@ -199,10 +199,11 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, lock bool) error
 	return nil
 }
 
-// event records an Event on the VM.
+// event records an Event on the VM. Every Event of core goes through here: its note is
+// redacted and cut to what the API server accepts (eventNote).
 func (r *Reconciler) event(vm *banlieuev1.VirtualMachine, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(vm, nil, eventType, reason, action, note, args...)
+		r.Recorder.Eventf(vm, nil, eventType, reason, action, "%s", eventNote(note, args...))
 	}
 }
 

@@ -27,7 +27,7 @@ func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
 	})
 	image := f.image("ubuntu")
 	f.provider("p1", []banlieuev1.FailureDomain{builder.FailureDomain("fd-a", "zone", "a")})
-	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": "#cloud-config\n"}})
+	f.create(builder.UserDataSecret(f.ns, "cloud-init", map[string][]byte{"user-data": []byte("#cloud-config\n")}))
 	secretRef := banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}, Key: "user-data"}
 	f.vm("web", class, image, func(vm *banlieuev1.VirtualMachine) { vm.Spec.UserData = secretRef })
 

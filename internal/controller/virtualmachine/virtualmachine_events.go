@@ -2,6 +2,7 @@ package virtualmachine
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -9,6 +10,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // progressingReasons are the infrastructure machine's Ready reasons that say a step is
@@ -28,6 +30,32 @@ var progressingReasons = map[string]bool{
 // not Ready because a step is under way.
 func inProgress(status metav1.ConditionStatus, reason string) bool {
 	return status != metav1.ConditionTrue && progressingReasons[reason]
+}
+
+// maxNoteBytes is the longest Event note the API server accepts (events.k8s.io/v1 note,
+// validated in bytes); it refuses the whole Event over it.
+const maxNoteBytes = 1024
+
+// eventNote formats an Event's note, redacts it (its parts are already sanitized where
+// they quote a Provider; this is the last net) and cuts it to maxNoteBytes.
+func eventNote(format string, args ...any) string {
+	return truncate(redact.Text(fmt.Sprintf(format, args...)), maxNoteBytes)
+}
+
+// ellipsis ends a text that truncate cut.
+const ellipsis = "…"
+
+// truncate returns s cut to at most limit bytes, on a rune boundary and ending with an
+// ellipsis when it was cut, so that a long message still reaches the API server.
+func truncate(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }
 
 // lifecycleEvent is an Event for one lifecycle step.

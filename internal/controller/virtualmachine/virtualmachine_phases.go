@@ -120,7 +120,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 
 	d, rejections := sched.Schedule(req, r.load(ctx))
 	if d == nil {
-		msg := placement.Message(rejections)
+		// Cut as setCondition cuts it, so that the comparison below holds for a long one.
+		msg := truncate(placement.Message(vm.Namespace, rejections), maxConditionMessageBytes)
 		if c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachineScheduledCondition); c == nil || c.Message != msg {
 			r.event(vm, corev1.EventTypeWarning, banlieuev1.VirtualMachineNoCandidateReason, "Schedule", "%s", msg)
 		}
@@ -481,6 +482,15 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
+	// What the machine says is written by its provider from the backend's answers; the
+	// VM's tenant reads it only sanitized, without the Provider's endpoint or Secret.
+	provider, err := r.scheduledProvider(ctx, vm)
+	if err != nil {
+		return err
+	}
+	for i := range status.Conditions {
+		status.Conditions[i].Message = placement.Sanitize(provider, status.Conditions[i].Message)
+	}
 	vm.Status.ProviderID = contract.ProviderID(s.machine)
 	vm.Status.Addresses = status.Addresses
 	vm.Status.Initialization = banlieuev1.Initialization{Provisioned: status.Initialization.Provisioned}
@@ -504,6 +514,23 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
 	}
 	return nil
+}
+
+// scheduledProvider returns the Provider the VM is placed on, from the cache; nil when
+// it is gone (its machine then says so, and Sanitize still redacts).
+func (r *Reconciler) scheduledProvider(ctx context.Context, vm *banlieuev1.VirtualMachine) (*banlieuev1.Provider, error) {
+	if !vm.Status.Scheduled.IsDefined() {
+		return nil, nil
+	}
+	p := &banlieuev1.Provider{}
+	key := client.ObjectKey{Namespace: vm.Status.Scheduled.ProviderNamespace, Name: vm.Status.Scheduled.ProviderName}
+	if err := r.Client.Get(ctx, key, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to get Provider %s: %w", key, err)
+	}
+	return p, nil
 }
 
 // keepsProgress reports whether the VM's InfrastructureReady condition cur stays as it

@@ -9,9 +9,15 @@ import (
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
+// maxConditionMessageBytes is the longest condition message the API server accepts
+// (metav1.Condition's maxLength); a longer one would fail the whole status write.
+const maxConditionMessageBytes = 32768
+
 // setCondition sets a condition on the VM; its lastTransitionTime changes only when its
-// status does, and an empty reason falls back to the condition's state.
+// status does, and an empty reason falls back to the condition's state. A message is
+// cut to what the API server accepts.
 func setCondition(vm *banlieuev1.VirtualMachine, conditionType string, ok bool, reason, message string) {
+	message = truncate(message, maxConditionMessageBytes)
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue

@@ -82,13 +82,14 @@ func (e *Env) Stop() error { return e.env.Stop() }
 
 // Start starts kube-apiserver and etcd with the CRDs in crdDirs (relative to the
 // repository's root) and returns the control plane with an admin client. Controller
-// logs go nowhere unless BANLIEUE_TEST_LOGS is set: they are noise in a passing run.
+// logs are watched for forbidden values (ForbidInLogs), and printed only when BANLIEUE_TEST_LOGS is set:
+// they are noise in a passing run.
 func Start(crdDirs ...string) (*Env, error) {
-	logs := io.Discard
+	var out io.Writer = logs
 	if os.Getenv("BANLIEUE_TEST_LOGS") != "" {
-		logs = os.Stderr
+		out = io.MultiWriter(os.Stderr, logs)
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs)))
+	ctrl.SetLogger(zap.New(zap.WriteTo(out)))
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
@@ -100,8 +101,9 @@ func Start(crdDirs ...string) (*Env, error) {
 	cfg, err := env.Start()
 	if err != nil {
 		// A CRD the API server refuses (a schema error, a CEL rule over its cost budget)
-		// fails here, before any test runs.
-		return nil, fmt.Errorf("failed to start envtest or install the CRDs: %w", err)
+		// fails here, before any test runs; the API server and etcd that did start are
+		// stopped, or they would outlive the test binary.
+		return nil, errors.Join(fmt.Errorf("failed to start envtest or install the CRDs: %w", err), env.Stop())
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

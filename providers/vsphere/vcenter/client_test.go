@@ -71,6 +71,16 @@ func TestMissingObjectsAreNotFound(t *testing.T) {
 		name: "a VM that is not a template, by its path",
 		call: func() error { _, err := c.FindTemplate(ctx, "/DC0/vm/DC0_H0_VM0"); return err },
 	}, {
+		name: "a running VM read as a template by its ID, as a hostile machine's resolvedRef names it",
+		call: func() error {
+			vm, err := c.FindByInventoryPath(ctx, "/DC0/vm/DC0_H0_VM0", "VM")
+			if err != nil {
+				return err
+			}
+			_, err = c.ReadTemplate(ctx, vm)
+			return err
+		},
+	}, {
 		name: "an inventory path that leads nowhere",
 		call: func() error { _, err := c.FindByInventoryPath(ctx, "/DC0/vm/no-such-folder", "folder"); return err },
 	}}

@@ -80,14 +80,19 @@ func morefLess(a, b types.ManagedObjectReference) bool {
 }
 
 // ReadTemplate reads the devices and snapshot of the template ref. It returns
-// ErrNotFound when it no longer exists.
+// ErrNotFound when it no longer exists or is a VM that is not a template.
 func (c *Client) ReadTemplate(ctx context.Context, ref Ref) (*Template, error) {
 	var vm mo.VirtualMachine
-	if err := property.DefaultCollector(c.vim).RetrieveOne(ctx, ref.ref(), []string{"config.hardware.device", "snapshot"}, &vm); err != nil {
+	if err := property.DefaultCollector(c.vim).RetrieveOne(ctx, ref.ref(), []string{"config.template", "config.hardware.device", "snapshot"}, &vm); err != nil {
 		if fault.Is(err, &types.ManagedObjectNotFound{}) {
 			return nil, notFound("template " + ref.Value)
 		}
 		return nil, c.fail("read template "+ref.Value, err)
+	}
+	// A clone source must be a template: a running VM named by its ID (another
+	// tenant's, say) is not one, and is treated as no template at all.
+	if vm.Config == nil || !vm.Config.Template {
+		return nil, notFound("template " + ref.Value)
 	}
 	t := &Template{Ref: ref}
 	if vm.Config != nil {

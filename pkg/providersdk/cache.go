@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // sessionKey identifies what a cached session was connected with. A session whose
@@ -95,7 +97,7 @@ func (s *session) disconnect(ctx context.Context) {
 		return
 	}
 	if err := s.client.Disconnect(ctx); err != nil {
-		ctrl.LoggerFrom(ctx).Info("Failed to disconnect from backend", "err", err.Error())
+		ctrl.LoggerFrom(ctx).Info("Failed to disconnect from backend", "err", redact.Text(err.Error()))
 	}
 	s.client = nil
 }

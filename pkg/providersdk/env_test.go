@@ -40,10 +40,7 @@ func newEnv(t *testing.T, mods ...func(*banlieuev1.Provider)) *env {
 	if k8s == nil {
 		t.Skip("KUBEBUILDER_ASSETS is not set")
 	}
-	e := &env{t: t, ctx: context.Background(), ns: fmt.Sprintf("sdk%d-%s", nsSeq.Add(1), strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name())))}
-	if len(e.ns) > 63 {
-		e.ns = strings.TrimRight(e.ns[:63], "-")
-	}
+	e := &env{t: t, ctx: context.Background(), ns: strings.ReplaceAll(providersdk.DNSLabel(fmt.Sprintf("sdk%d-%s", nsSeq.Add(1), t.Name()), "sdk"), ".", "-")}
 	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}})
 	e.provider = &banlieuev1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "p1"},
@@ -56,8 +53,19 @@ func newEnv(t *testing.T, mods ...func(*banlieuev1.Provider)) *env {
 		m(e.provider)
 	}
 	e.create(e.provider)
+	// The machines' image, as an administrator's VMImage gives it: admission checks it.
+	e.create(&banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: e.imageName()},
+		Spec: banlieuev1.VMImageSpec{Sources: []banlieuev1.ImageSource{
+			{ProviderClass: e.provider.Spec.ProviderClassRef.Name, Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-tpl"},
+		}},
+	})
 	return e
 }
+
+// imageName is the VMImage the env's machines are made from; the name is the test's
+// own, apart from any VMImage a test makes.
+func (e *env) imageName() string { return e.ns + "-machines" }
 
 func (e *env) create(o client.Object) {
 	e.t.Helper()
@@ -73,7 +81,7 @@ func (e *env) machine(name string, mods ...func(*testv1.TestMachine)) *testv1.Te
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
 		Spec: testv1.TestMachineSpec{MachineSpec: infrav1.MachineSpec{
 			ProviderRef: infrav1.ProviderRef{Namespace: e.ns, Name: e.provider.Name},
-			Image:       infrav1.MachineImage{Name: "ubuntu", Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-tpl"},
+			Image:       infrav1.MachineImage{Name: e.imageName(), Kind: banlieuev1.ImageSourceTemplate, Ref: "ubuntu-tpl"},
 			Hardware:    infrav1.MachineHardware{CPUs: 2, MemoryMiB: 2048},
 			PowerState:  banlieuev1.PowerStatePoweredOn,
 		}},

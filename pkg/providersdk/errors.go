@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // PermanentError is a failure that retrying cannot fix: the Reconciler sets Ready=False
@@ -140,4 +142,13 @@ func withBackend(ctx context.Context, timeout time.Duration, f func(context.Cont
 func IsClassified(err error) bool {
 	var tf *TaskFailedError
 	return IsUnreachable(err) || IsUnauthorized(err) || IsPermanent(err) || IsInFlight(err) || errors.As(err, &tf)
+}
+
+// redacted is err with its text redacted, for an error returned to controller-runtime,
+// which logs it: a backend's or a library's error may quote a URL with its credentials.
+func redacted(err error) error {
+	if msg := redact.Text(err.Error()); msg != err.Error() {
+		return errors.New(msg)
+	}
+	return err
 }

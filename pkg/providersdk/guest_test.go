@@ -138,7 +138,7 @@ func TestTheProviderRefreshWakesTheMachinesWhoseGuestsNowReportAnAddress(t *test
 	g := newGuests()
 	g.setAddress("addressed", "192.0.2.1")
 	g.off["off"] = true
-	machines := providersdk.NewReconciler(k8s, testMachineGVK, g.driver(true), providersdk.WithFinalizer(provider.Finalizer))
+	machines := providersdk.NewReconciler(k8s, testMachineGVK, g.driver(true), providersdk.WithFinalizer(provider.Finalizer), providersdk.WithClass(guestsClass))
 	created := map[string]*testv1.TestMachine{}
 	for _, name := range []string{"waking", "silent", "addressed", "off"} {
 		created[name] = e.machine(name)

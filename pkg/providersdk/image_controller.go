@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // ImageReconciler resolves, and where needed imports, the VMImages that have a source
@@ -148,12 +149,12 @@ func (r *ImageReconciler) resolve(ctx context.Context, img *banlieuev1.VMImage, 
 		}
 		// The Provider's own conditions report the backend's health; the row keeps its
 		// last known state so that placement does not flap.
-		log.V(2).Info("Could not resolve image; retrying", "err", err.Error())
+		log.V(2).Info("Could not resolve image; retrying", "err", redact.Text(err.Error()))
 		return nil, r.backoff.When(key)
 	}
 	row := &banlieuev1.ImageProviderStatus{
 		ProviderNamespace: p.Namespace, ProviderName: p.Name,
-		Ready: ptr.To(res.Ready), ResolvedRef: res.ResolvedRef, Reason: res.Reason, Message: res.Message,
+		Ready: ptr.To(res.Ready), ResolvedRef: res.ResolvedRef, Reason: res.Reason, Message: redact.Text(res.Message),
 	}
 	switch {
 	case res.InProgress:

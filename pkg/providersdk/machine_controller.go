@@ -69,8 +69,8 @@ type Reconciler struct {
 func (r *Reconciler) Finalizer() string { return r.finalizer }
 
 // Reconcile brings one machine's backend VM in line with its spec: get, finalizer,
-// pause, the Provider, then reconcileNormal or reconcileDelete against the Provider's
-// session, and one status patch at the end.
+// pause, the Provider, admission, then reconcileNormal or reconcileDelete against the
+// Provider's session, and one status patch at the end.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
@@ -133,18 +133,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			log.V(4).Info("Waiting before retrying a failed task", "after", wait.String())
 			return ctrl.Result{RequeueAfter: wait}, r.patchStatus(ctx, s)
 		}
+		// Deleting is never refused: whatever a machine asked for, its VM may go.
+		err = r.admit(ctx, p, s.machine)
 	}
-	err = withBackend(ctx, r.callTimeout, func(ctx context.Context) error {
-		cl, err := r.sessions.Session(ctx, p)
-		if err != nil {
-			return err
-		}
-		_, s.guestsReported = cl.(GuestAddressReporter)
-		if deleting {
-			return r.reconcileDelete(ctx, cl, s)
-		}
-		return r.reconcileNormal(ctx, cl, s)
-	})
+	if err == nil {
+		err = withBackend(ctx, r.callTimeout, func(ctx context.Context) error {
+			cl, err := r.sessions.Session(ctx, p)
+			if err != nil {
+				return err
+			}
+			_, s.guestsReported = cl.(GuestAddressReporter)
+			if deleting {
+				return r.reconcileDelete(ctx, cl, s)
+			}
+			return r.reconcileNormal(ctx, cl, p, s)
+		})
+	}
 	if errors.Is(err, errGone) {
 		return ctrl.Result{}, r.removeFinalizer(ctx, u)
 	}

@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
 // errGone says the deleted machine's VM is gone and the finalizer may go.
@@ -24,13 +25,17 @@ const maxSyncSteps = 4
 
 // reconcileNormal creates or updates the VM and records what it observes. Each Create
 // and Update is handed the Observation that came just before it.
-func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, s *scope) error {
+func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, p *banlieuev1.Provider, s *scope) error {
 	obs, err := observe(ctx, cl, s.machine)
 	if err != nil {
 		return err
 	}
 	steps := 0
 	if !obs.Task.InFlight() && !obs.Exists {
+		// The image and the user data matter only to Create, and are checked just before it.
+		if err := r.admitImage(ctx, p, s.machine); err != nil {
+			return err
+		}
 		if s.machine.UserData, err = r.userData(ctx, s.machine); err != nil {
 			return err
 		}

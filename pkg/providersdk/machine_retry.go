@@ -14,6 +14,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // classify turns the reconcile's error into the Ready condition, the failure fields and
@@ -91,7 +92,7 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 		r.wakeProvider(ctx, p, banlieuev1.ProviderBackendReachableCondition)
 		s.ready(metav1.ConditionFalse, infrav1.MachineBackendUnreachableReason, unreach.Error())
 		after := r.unreachable.When(uid)
-		ctrl.LoggerFrom(ctx).Info("Backend unreachable; retrying", "err", unreach.Error(), "after", after.String())
+		ctrl.LoggerFrom(ctx).Info("Backend unreachable; retrying", "err", redact.Text(unreach.Error()), "after", after.String())
 		return ctrl.Result{RequeueAfter: after}, nil
 	case errors.As(err, &unauth):
 		r.sessions.Forget(ctx, p.UID)
@@ -104,9 +105,17 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 	case errors.Is(err, errUserDataNotFound):
 		s.ready(metav1.ConditionFalse, infrav1.MachineUserDataNotFoundReason, err.Error())
 		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
+	case errors.As(err, new(*notPermittedError)):
+		s.ready(metav1.ConditionFalse, infrav1.MachineNotPermittedReason, err.Error())
+		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
+	case errors.Is(err, errUserDataNotPermitted):
+		// Retried like a missing Secret: the Secret's type is fixed by recreating it, which
+		// does not touch the machine.
+		s.ready(metav1.ConditionFalse, infrav1.MachineUserDataNotPermittedReason, err.Error())
+		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
 	default:
 		s.ready(metav1.ConditionFalse, infrav1.MachineReconcileErrorReason, err.Error())
-		return ctrl.Result{}, err
+		return ctrl.Result{}, redacted(err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // scope is one reconcile of one machine: the machine and the status being computed.
@@ -96,12 +97,13 @@ func (s *scope) setPaused(why string) { s.pausedBy, s.pauseKnown = why, true }
 // setFailure sets, or with an empty reason clears, status.failureReason and
 // failureMessage.
 func (s *scope) setFailure(reason, message string) {
-	s.status.FailureReason, s.status.FailureMessage = reason, message
+	s.status.FailureReason, s.status.FailureMessage = reason, redact.Text(message)
 }
 
-// condition builds a condition of the machine's generation.
+// condition builds a condition of the object's generation. Every condition the SDK
+// writes is built here, so every message (a backend's error text among them) is redacted.
 func condition(t string, status metav1.ConditionStatus, reason, message string, generation int64) metav1.Condition {
-	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
+	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: redact.Text(message), ObservedGeneration: generation}
 }
 
 // pausedCondition is the Paused condition: True with why as its message, or False

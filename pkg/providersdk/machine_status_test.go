@@ -48,7 +48,7 @@ func TestAPermanentErrorSetsReadyFalseAndDoesNotRequeue(t *testing.T) {
 func TestTheFailureIsClearedOnceTheMachineIsFixed(t *testing.T) {
 	e := newEnv(t)
 	backend := provider.NewDriver()
-	// The template is missing until the machine names another one.
+	// The backend refuses more than 8 CPUs for good, until the machine asks for fewer.
 	fussy := providersdk.DriverFunc(func(ctx context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
 		backendSession, err := backend.Connect(ctx, info)
 		if err != nil {
@@ -58,20 +58,20 @@ func TestTheFailureIsClearedOnceTheMachineIsFixed(t *testing.T) {
 			ObserveFn: backendSession.Observe,
 			UpdateFn:  backendSession.Update,
 			CreateFn: func(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.CreateResult, error) {
-				if m.Spec.Image.Ref == "missing" {
-					return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason, "no template %q", m.Spec.Image.Ref)
+				if m.Spec.Hardware.CPUs > 8 {
+					return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachinePlacementInvalidReason, "no host has %d CPUs", m.Spec.Hardware.CPUs)
 				}
 				return backendSession.Create(ctx, m, obs)
 			},
 		}, nil
 	})
 	r := providersdk.NewReconciler(k8s, testMachineGVK, fussy, providersdk.WithFinalizer(provider.Finalizer))
-	m := e.machine("web", func(m *testv1.TestMachine) { m.Spec.Image.Ref = "missing" })
+	m := e.machine("web", func(m *testv1.TestMachine) { m.Spec.Hardware.CPUs = 16 })
 	e.mustReconcile(r, m)
-	if got := e.get(m); got.Status.FailureReason != infrav1.MachineTemplateNotFoundReason {
-		t.Fatalf("failureReason = %q, want %s", got.Status.FailureReason, infrav1.MachineTemplateNotFoundReason)
+	if got := e.get(m); got.Status.FailureReason != infrav1.MachinePlacementInvalidReason {
+		t.Fatalf("failureReason = %q, want %s", got.Status.FailureReason, infrav1.MachinePlacementInvalidReason)
 	}
-	e.update(m, func(m *testv1.TestMachine) { m.Spec.Image.Ref = "ubuntu-tpl" })
+	e.update(m, func(m *testv1.TestMachine) { m.Spec.Hardware.CPUs = 2 })
 	e.mustReconcile(r, m)
 	got := e.get(m)
 	if got.Status.FailureReason != "" || got.Status.FailureMessage != "" {

@@ -11,13 +11,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
 // errUserDataNotFound says the Secret or key in spec.userData does not exist.
 var errUserDataNotFound = errors.New("user-data not found")
 
+// errUserDataNotPermitted says the Secret in spec.userData is not of a user-data type.
+var errUserDataNotPermitted = errors.New("user-data not permitted")
+
 // userData reads the payload spec.userData names, or nil when there is none. The Secret
-// is read with the uncached reader, in the machine's own namespace.
+// is read with the uncached reader, in the machine's own namespace, and only one marked
+// as user data by its type is used: whoever may create a machine must not be able to
+// copy any Secret of the namespace into a guest they control.
 func (r *Reconciler) userData(ctx context.Context, m *Machine) ([]byte, error) {
 	ud := m.Spec.UserData
 	if ud == nil {
@@ -31,6 +38,10 @@ func (r *Reconciler) userData(ctx context.Context, m *Machine) ([]byte, error) {
 				m.Namespace, ud.SecretRef.Name, errUserDataNotFound)
 		}
 		return nil, fmt.Errorf("failed to get user-data Secret: %w", err)
+	}
+	if secret.Type != banlieuev1.UserDataSecretType && secret.Type != banlieuev1.ClusterAPIBootstrapSecretType {
+		return nil, fmt.Errorf("secret %s/%s named by spec.userData is of type %q; only a Secret of type %s (or %s) is handed to a guest, so recreate it with that type: %w",
+			m.Namespace, ud.SecretRef.Name, cmp.Or(string(secret.Type), string(corev1.SecretTypeOpaque)), banlieuev1.UserDataSecretType, banlieuev1.ClusterAPIBootstrapSecretType, errUserDataNotPermitted)
 	}
 	data, ok := secret.Data[key]
 	if !ok {

@@ -1,7 +1,9 @@
 package providersdk_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -34,8 +36,11 @@ func tasksInFlight(t *testing.T, class string) (value float64, found bool) {
 }
 
 func TestTasksInFlightCountsMachinesWithATaskUntilTheirFinalizerGoes(t *testing.T) {
-	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"} })
-	class := "metrics-" + e.ns
+	class := fmt.Sprintf("metrics-%d", time.Now().UnixNano())
+	e := newEnv(t, func(p *banlieuev1.Provider) {
+		p.Spec.ProviderClassRef.Name = class
+		p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"}
+	})
 	r := provider.NewReconciler(k8s, provider.NewDriver(), providersdk.WithClass(class))
 	type state struct {
 		Value float64

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // ProviderFinalizer keeps a Provider until no infrastructure machine runs on it, so its
@@ -128,7 +129,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		if ok {
 			s = metav1.ConditionTrue
 		}
-		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: p.Generation})
+		meta.SetStatusCondition(&status.Conditions, condition(t, s, reason, message, p.Generation))
 	}
 	if ptr.Deref(p.Spec.Paused, false) {
 		set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderPausedReason, "spec.paused is true: no VM is placed, changed or deleted here")
@@ -137,6 +138,13 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 	notReady := func(reason, message string) (ctrl.Result, error) {
 		set(banlieuev1.ReadyCondition, false, reason, message)
 		return ctrl.Result{RequeueAfter: r.backoff.When(p.UID)}, nil
+	}
+	if sel := p.Spec.NamespaceSelector; sel != nil {
+		if _, err := metav1.LabelSelectorAsSelector(sel.AsMetav1()); err != nil {
+			set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderNamespaceSelectorInvalidReason,
+				fmt.Sprintf("spec.namespaceSelector does not parse (%s), so no namespace is admitted; fix it", err.Error()))
+			return ctrl.Result{}, nil
+		}
 	}
 
 	var (
@@ -162,7 +170,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		if err := r.wakeGuests(ctx, cl, p); err != nil {
 			// The inventory is what the Provider's conditions report; a failed look at the
 			// guests only delays addresses until the next refresh.
-			ctrl.LoggerFrom(ctx).Info("Failed to find the guests that report an address", "err", err.Error())
+			ctrl.LoggerFrom(ctx).Info("Failed to find the guests that report an address", "err", redact.Text(err.Error()))
 		}
 		return ctrl.Result{RequeueAfter: r.interval}, nil
 	}
@@ -199,7 +207,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		return notReady(banlieuev1.ProviderCredentialsInvalidReason, perm.Message)
 	case connected:
 		// Connected, but the inventory failed: report it and keep the last failure domains.
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to read the inventory")
+		ctrl.LoggerFrom(ctx).Info("Failed to read the inventory", "err", redact.Text(err.Error()))
 		return notReady(banlieuev1.ProviderInventoryFailedReason, err.Error())
 	default:
 		return ctrl.Result{}, err
@@ -226,10 +234,8 @@ func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.
 			names = append(names[:5], "…")
 		}
 		status := p.Status.DeepCopy()
-		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-			Type: banlieuev1.ReadyCondition, Status: metav1.ConditionFalse, Reason: banlieuev1.ProviderDeletionBlockedReason, ObservedGeneration: p.Generation,
-			Message: fmt.Sprintf("deletion waits for %d %s still on this Provider (%s); delete or move their VMs", n, r.gvk.Kind, strings.Join(names, ", ")),
-		})
+		meta.SetStatusCondition(&status.Conditions, condition(banlieuev1.ReadyCondition, metav1.ConditionFalse, banlieuev1.ProviderDeletionBlockedReason,
+			fmt.Sprintf("deletion waits for %d %s still on this Provider (%s); delete or move their VMs", n, r.gvk.Kind, strings.Join(names, ", ")), p.Generation))
 		return ctrl.Result{}, r.patchStatus(ctx, p, status)
 	}
 	r.sessions.Forget(ctx, p.UID)

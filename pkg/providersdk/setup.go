@@ -42,6 +42,7 @@ type Config struct {
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*/status;*/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=infra,resources=secrets;configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=banlieue-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=banlieue-system,resources=events,verbs=create;patch

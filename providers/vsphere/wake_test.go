@@ -43,6 +43,11 @@ type countingSession struct {
 	calls *atomic.Int64
 }
 
+// Inventory is the session's: the Provider publishes the failure domain the machine is in.
+func (s *countingSession) Inventory(ctx context.Context) (providersdk.Inventory, error) {
+	return s.Client.(providersdk.InventoryReader).Inventory(ctx)
+}
+
 func (s *countingSession) GuestsWithAddresses(ctx context.Context) (map[string]bool, error) {
 	s.calls.Add(1)
 	return s.Client.(providersdk.GuestAddressReporter).GuestsWithAddresses(ctx)
@@ -66,6 +71,10 @@ func TestAGuestThatGetsItsAddressLateIsWokenByTheProviderRefresh(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		sim.CredentialsSecret(ns, "vc-credentials"),
 		providerFor(sim),
+		// The machine's image, which admission finds as an administrator's VMImage.
+		&banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}, Spec: banlieuev1.VMImageSpec{Sources: []banlieuev1.ImageSource{
+			{ProviderClass: ProviderClass, Kind: banlieuev1.ImageSourceTemplate, Ref: vspheretest.TemplateName},
+		}}},
 	} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)

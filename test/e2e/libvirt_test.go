@@ -5,9 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -96,7 +94,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnLibvirt(t *testing.T) {
 	p := f.libvirtProvider(d)
 	f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: ")) }, 30*time.Second)
 
-	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": "#cloud-config\n"}})
+	f.create(builder.UserDataSecret(f.ns, "cloud-init", map[string][]byte{"user-data": []byte("#cloud-config\n")}))
 	img := f.image("jammy", builder.BackingFile(libvirt.ProviderClass, lvPool+"/"+lvImage))
 	vm := f.vm("web-1", f.class("small"), img, func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
@@ -107,7 +105,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnLibvirt(t *testing.T) {
 	}, 90*time.Second)
 	uid := f.machineUIDOf("LibvirtMachine", "web-1")
 	f.g.Expect(vm.Status.ProviderID).To(HaveSuffix("/" + uid))
-	f.g.Expect(domains(f.g, d)).To(ConsistOf(f.ns + "-web-1"))
+	f.g.Expect(domains(f.g, d)).To(ConsistOf(f.ns + ".web-1"))
 	f.g.Expect(volumes(f.g, d)).To(ContainElements(uid+"-root.qcow2", uid+"-data.qcow2", uid+"-cidata.iso"))
 
 	// Power off and on.

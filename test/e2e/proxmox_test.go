@@ -55,7 +55,8 @@ func (f *fixture) proxmoxProvider(pve *proxmoxtest.Simulator, mods ...func(*banl
 	return f.provider(builder.Provider(f.ns, "pve", proxmox.ProviderClass,
 		builder.WithConnection(pve.Connection(secret.Name)),
 		builder.WithTestClasses("storage", proxmoxtest.Storage, "bridge", proxmoxtest.Bridge, "vmbr1"),
-		builder.WithParameters(map[string]string{"node": proxmoxtest.Node1}),
+		// The image servers of the import tests listen on loopback.
+		builder.WithParameters(map[string]string{"node": proxmoxtest.Node1, providersdk.ParamAllowLoopbackImports: "true"}),
 	), secret, mods...)
 }
 
@@ -84,7 +85,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	}, 30*time.Second)
 
 	userData := "#cloud-config\nhostname: web-1\n"
-	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": userData}})
+	f.create(builder.UserDataSecret(f.ns, "cloud-init", map[string][]byte{"user-data": []byte(userData)}))
 	class := f.class("small")
 	vm := f.vm("web-1", class, f.image("ubuntu", builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName)), func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}

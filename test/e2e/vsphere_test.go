@@ -69,7 +69,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 		g.Expect(p.Status.FailureDomains).NotTo(BeEmpty())
 	}, 30*time.Second)
 
-	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cloud-init"}, StringData: map[string]string{"user-data": "#cloud-config\nhostname: web-1\n"}})
+	f.create(builder.UserDataSecret(f.ns, "cloud-init", map[string][]byte{"user-data": []byte("#cloud-config\nhostname: web-1\n")}))
 	class := f.class("small")
 	img := f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName))
 	vm := f.vm("web-1", class, img, func(vm *banlieuev1.VirtualMachine) {
@@ -269,7 +269,7 @@ func TestAProviderKilledMidCloneAdoptsItsVMOnRestart(t *testing.T) {
 	f.g.Expect(err).NotTo(HaveOccurred())
 	var ours []string
 	for _, v := range all {
-		if strings.HasPrefix(v.Name, f.ns+"-") {
+		if strings.HasPrefix(v.Name, f.ns+".") {
 			ours = append(ours, v.Name)
 		}
 	}

@@ -157,6 +157,7 @@ func TestAVMReachesReadyWithTheInstalledRBACOnly(t *testing.T) {
 	// Secrets, holds the VM's user-data.
 	userData := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: userNamespace, Name: "web-1-user-data"},
+		Type:       banlieuev1.UserDataSecretType,
 		Data:       map[string][]byte{"user-data": []byte("#cloud-config\nhostname: web-1\n")},
 	}
 	g.Expect(k8s.Create(ctx, userData)).To(Succeed())

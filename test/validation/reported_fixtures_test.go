@@ -195,6 +195,12 @@ func (w *world) secret(name string, data map[string][]byte) {
 	w.create(builder.Secret(w.ns, name, data))
 }
 
+// userDataSecret creates a Secret of the user-data type in the row's namespace.
+func (w *world) userDataSecret(name string, data map[string][]byte) {
+	w.t.Helper()
+	w.create(builder.UserDataSecret(w.ns, name, data))
+}
+
 // providerMod changes a Provider and its credentials Secret before they are created; a
 // mod that sets the Secret's name to "" keeps it from being created.
 type providerMod func(*banlieuev1.Provider, *corev1.Secret)

@@ -323,7 +323,7 @@ var reportedCases = []reportedCase{
 		message: []string{"/pve: not Ready (no node this Provider may use is online", "(pve2 offline)"},
 	},
 	{
-		name: "A VM that selects only a Provider whose namespaceSelector cannot parse has NoCandidate saying so.",
+		name: "A VM that selects only a Provider whose namespaceSelector cannot parse has NoCandidate counting it; the Provider's own Ready says why.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.vsphereProvider())
 			p := &banlieuev1.Provider{}
@@ -333,7 +333,15 @@ var reportedCases = []reportedCase{
 			return w.vm("web-1", w.class(), w.image())
 		},
 		condition: banlieuev1.VirtualMachineScheduledCondition, status: metav1.ConditionFalse, reason: banlieuev1.VirtualMachineNoCandidateReason,
-		message: []string{"/vcenter: its namespaceSelector is invalid", `"tenant name"`},
+		message: []string{"1 Provider does not admit namespace"},
+		then: func(g Gomega, w *world, _ client.Object) {
+			p := &banlieuev1.Provider{}
+			g.Expect(k8sClient.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "vcenter"}, p)).To(Succeed())
+			c := meta.FindStatusCondition(p.Status.Conditions, banlieuev1.ReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(banlieuev1.ProviderNamespaceSelectorInvalidReason))
+			g.Expect(c.Message).To(ContainSubstring("tenant name"))
+		},
 	},
 	{
 		name: "A VM whose provider selector has a label key that cannot parse has NoCandidate naming the selector.",
@@ -400,17 +408,27 @@ var reportedCases = []reportedCase{
 		name: "A VM whose user-data Secret lacks the key it names is not provisioned: UserDataNotFound naming the key.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.proxmoxProvider())
-			w.secret("cloud-init", map[string][]byte{"userdata": []byte("#cloud-config\n")})
+			w.userDataSecret("cloud-init", map[string][]byte{"userdata": []byte("#cloud-config\n")})
 			return w.vm("web-1", w.class(), w.image(), builder.WithUserData("cloud-init", ""))
 		},
 		condition: banlieuev1.VirtualMachineInfrastructureReadyCondition, status: metav1.ConditionFalse, reason: infrav1.MachineUserDataNotFoundReason,
 		message: []string{"/cloud-init", `has no key "user-data"`},
 	},
 	{
+		name: "A VM whose user data is in an Opaque Secret is not provisioned: UserDataNotPermitted naming the type it needs.",
+		arrange: func(w *world) client.Object {
+			w.ready(w.proxmoxProvider())
+			w.secret("db-password", map[string][]byte{userDataKey: []byte("hunter2")})
+			return w.vm("web-1", w.class(), w.image(), builder.WithUserData("db-password", ""))
+		},
+		condition: banlieuev1.VirtualMachineInfrastructureReadyCondition, status: metav1.ConditionFalse, reason: infrav1.MachineUserDataNotPermittedReason,
+		message: []string{"/db-password", `of type "Opaque"`, banlieuev1.UserDataSecretType},
+	},
+	{
 		name: "A VM with 1 MiB of user data on vSphere, more than guestinfo holds, is not provisioned: UserDataTooLarge.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.vsphereProvider())
-			w.secret("cloud-init", map[string][]byte{userDataKey: oneMiBUserData()})
+			w.userDataSecret("cloud-init", map[string][]byte{userDataKey: oneMiBUserData()})
 			return w.vm("web-1", w.class(), w.image(), builder.WithUserData("cloud-init", ""))
 		},
 		condition: banlieuev1.VirtualMachineInfrastructureReadyCondition, status: metav1.ConditionFalse, reason: infrav1.MachineUserDataTooLargeReason,
@@ -421,7 +439,7 @@ var reportedCases = []reportedCase{
 		name: "A VM with 1 MiB of user data on Proxmox VE runs, with every byte in its snippet.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.proxmoxProvider())
-			w.secret("cloud-init", map[string][]byte{userDataKey: oneMiBUserData()})
+			w.userDataSecret("cloud-init", map[string][]byte{userDataKey: oneMiBUserData()})
 			return w.vm("web-1", w.class(), w.image(), builder.WithUserData("cloud-init", ""))
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionTrue, reason: banlieuev1.VirtualMachineRunningReason,

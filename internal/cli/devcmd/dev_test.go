@@ -60,22 +60,23 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 		return string(out)
 	}
 	kubectl("apply", "-f", filepath.Join("..", "..", "..", "examples"))
-	jsonpath := func(path string) string {
-		return kubectl("get", "vm", "db-prod-01", "-o", "jsonpath="+path)
-	}
-	// runsOn waits until the VM runs on provider, Ready, with an address when withIP.
-	runsOn := func(provider, idPrefix string, withIP bool) {
+	// vmRunsOn waits until the VM runs on provider, Ready, with an address when withIP.
+	vmRunsOn := func(vm, provider, idPrefix string, withIP bool) {
 		t.Helper()
 		var got string
 		for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-			got = jsonpath(`{.status.scheduled.providerName} {.status.phase} {.status.conditions[?(@.type=="Ready")].status} {.status.providerID} {.status.addresses[0].address}`)
+			got = kubectl("get", "vm", vm, "-o", "jsonpath="+`{.status.scheduled.providerName} {.status.phase} {.status.conditions[?(@.type=="Ready")].status} {.status.providerID} {.status.addresses[0].address}`)
 			f := strings.Fields(got)
 			if len(f) >= 4 && f[0] == provider && f[1] == "Running" && f[2] == "True" && strings.HasPrefix(f[3], idPrefix) && (!withIP || len(f) == 5) {
 				return
 			}
 		}
-		t.Fatalf("db-prod-01 does not run on %s (provider phase ready providerID address: %q)\n%s", provider, got, kubectl("get", "vm", "db-prod-01", "-o", "yaml"))
+		t.Fatalf("%s does not run on %s (provider phase ready providerID address: %q)\n%s", vm, provider, got, kubectl("get", "vm", vm, "-o", "yaml"))
 	}
+	runsOn := func(provider, idPrefix string, withIP bool) { vmRunsOn("db-prod-01", provider, idPrefix, withIP) }
+	// web-01 boots with the user data of its banlieue.io/user-data Secret.
+	vmRunsOn("web-01", "vcenter-dc1", "vsphere://", true)
+	kubectl("delete", "vm", "web-01", "--wait=true", "--timeout=2m")
 	moveTo := func(env string) {
 		kubectl("patch", "vm", "db-prod-01", "--type", "merge", "-p", `{"spec":{"placement":{"providerSelector":{"matchLabels":{"env":"`+env+`"}}}}}`)
 	}

@@ -112,7 +112,7 @@
 //
 // A BackingFile source's ref is an existing volume, "<pool>/<volume>" or an absolute
 // path; with importFrom, a missing "<pool>/<volume>" is imported there. A Url source
-// (importFrom, else ref) is imported into the image pool as "banlieue-image-<VMImage
+// (importFrom) is imported into the image pool as "banlieue-image-<VMImage
 // name>-<12 hex digits of the checksum's SHA-256>", so a changed checksum imports anew and
 // a finished import is found rather than repeated. An import downloads over HTTP(S) to a
 // temporary file, verifies the sha256 or sha512 checksum, uploads through libvirt's

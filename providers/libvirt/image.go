@@ -17,7 +17,7 @@ import (
 //
 // A BackingFile source's ref names an existing volume, as "<pool>/<volume>" or an
 // absolute path; with importFrom, a missing "<pool>/<volume>" is imported. A Url source
-// (importFrom, or ref) is imported into the image pool as "<VMImage name>-<checksum
+// (importFrom) is imported into the image pool as "<VMImage name>-<checksum
 // prefix>", so a changed checksum imports anew and a finished import is found, not
 // repeated. Imports run in the background; later calls report their progress.
 func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (providersdk.ImageResult, error) {
@@ -39,9 +39,6 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 		}
 		target = host.VolumeRef{Pool: pool, Name: name}
 	case banlieuev1.ImageSourceURL:
-		if from == "" {
-			from = src.Ref
-		}
 		if from == "" {
 			return notFound("the image source names no URL"), nil
 		}

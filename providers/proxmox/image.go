@@ -3,7 +3,6 @@ package proxmox
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
@@ -17,11 +16,7 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 	switch img.Source.Kind {
 	case banlieuev1.ImageSourceTemplate:
 	case banlieuev1.ImageSourceURL:
-		name := img.Source.Ref
-		if strings.Contains(name, "://") {
-			name = "" // ref is the URL
-		}
-		return s.importImage(ctx, img, name)
+		return s.importImage(ctx, img, img.Source.Ref)
 	default:
 		return providersdk.ImageResult{
 			Reason:  banlieuev1.ImageUnsupportedSourceReason,

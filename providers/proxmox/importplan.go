@@ -14,7 +14,6 @@ import (
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/pkg/redact"
 )
@@ -58,7 +57,7 @@ var (
 // derived from the image). It fails, with a message for the image's status, when the
 // source cannot be imported.
 func newImportPlan(img *providersdk.Image, name string) (importPlan, error) {
-	p := importPlan{uid: img.UID, image: img.Name, url: importURL(img.Source)}
+	p := importPlan{uid: img.UID, image: img.Name, url: img.Source.ImportFrom}
 	u, err := url.Parse(p.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return p, fmt.Errorf("the image source's importFrom %q is not an http or https URL", redact.URL(p.url))
@@ -97,15 +96,6 @@ func (p importPlan) volid(storage string) string { return storage + ":import/" +
 func (p importPlan) description() string {
 	return fmt.Sprintf("Imported by banlieue for VMImage %s from %s.\n%s%s\n%s%s\n",
 		p.image, redact.URL(p.url), DescriptionImageUIDKey, p.uid, descriptionImageFile, p.file)
-}
-
-// importURL is the image's URL to import from: the source's importFrom, or a Url
-// source's ref when that is a URL (the API lets a Url source name it there).
-func importURL(src banlieuev1.ImageSource) string {
-	if src.ImportFrom != "" || src.Kind != banlieuev1.ImageSourceURL || !strings.Contains(src.Ref, "://") {
-		return src.ImportFrom
-	}
-	return src.Ref
 }
 
 // importTarget is where an import goes: the node and the storage the file is

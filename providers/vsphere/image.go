@@ -19,9 +19,6 @@ func (s *session) ResolveImage(ctx context.Context, img *providersdk.Image) (pro
 	case banlieuev1.ImageSourceTemplate:
 	case banlieuev1.ImageSourceURL:
 		// A URL source is imported as a template named after the VMImage.
-		if from == "" {
-			from = img.Source.Ref
-		}
 		name = img.Name
 	default:
 		return providersdk.ImageResult{

@@ -2,6 +2,7 @@ package providersdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 
@@ -36,7 +37,7 @@ func (r *Reconciler) admit(ctx context.Context, p *banlieuev1.Provider, m *Machi
 	if err := r.admitNamespace(ctx, p, m.Namespace); err != nil {
 		return err
 	}
-	if fd := m.Spec.FailureDomain; fd != "" && !publishes(p, fd) {
+	if fd := m.Spec.FailureDomain; fd != "" && !PublishesFailureDomain(p, fd) {
 		return notPermitted("%s publishes no failure domain %q (spec.failureDomain); use one of its status.failureDomains", ref, fd)
 	}
 	for i, d := range m.Spec.Disks {
@@ -47,6 +48,17 @@ func (r *Reconciler) admit(ctx context.Context, p *banlieuev1.Provider, m *Machi
 	for i, nic := range m.Spec.Interfaces {
 		if err := admitTarget(p, p.NetworkClass(nic.NetworkClass), "network", nic.NetworkClass, nic.Target, fmt.Sprintf("spec.interfaces[%d]", i)); err != nil {
 			return err
+		}
+	}
+	if r.admitter != nil {
+		if err := r.admitter.Admit(p, m); err != nil {
+			// A block that does not decode is the driver's InvalidOptions, as it would be
+			// in Create; anything else is a refusal.
+			var perm *PermanentError
+			if errors.As(err, &perm) {
+				return err
+			}
+			return notPermitted("%s", err.Error())
 		}
 	}
 	return nil
@@ -100,8 +112,9 @@ func isDefaults(target, parameters map[string]string) bool {
 	return true
 }
 
-// publishes reports whether the Provider publishes the failure domain name.
-func publishes(p *banlieuev1.Provider, name string) bool {
+// PublishesFailureDomain reports whether the Provider publishes the failure domain name
+// in its status.
+func PublishesFailureDomain(p *banlieuev1.Provider, name string) bool {
 	for i := range p.Status.FailureDomains {
 		if p.Status.FailureDomains[i].Name == name {
 			return true

@@ -41,6 +41,8 @@ type Reconciler struct {
 	statusBlock string
 	callTimeout time.Duration
 	workers     int
+	// admitter is the driver's check of its machines' own block; nil when it has none.
+	admitter Admitter
 
 	inFlight    workqueue.TypedRateLimiter[types.UID]
 	unreachable workqueue.TypedRateLimiter[types.UID]

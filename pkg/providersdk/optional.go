@@ -2,6 +2,7 @@ package providersdk
 
 import (
 	"context"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -144,4 +145,38 @@ func resolveImage(ctx context.Context, cl Client, img *Image) (ImageResult, erro
 		return r.ResolveImage(ctx, img)
 	}
 	return NopImageResolver{}.ResolveImage(ctx, img)
+}
+
+// Admitter is an optional interface of a Driver whose machines' own block (the escape
+// hatch, e.g. spec.vsphere) can place a VM itself: a folder, a pool, a node, a
+// datastore. Admit refuses a block that asks for more than the Provider offers, from p
+// and m alone, before any backend call; the Reconciler reports its error as Ready=False,
+// reason NotPermitted, with the error's text as the message, which must name only the
+// machine's own fields and Provider. ProviderOffers and WithinPath help write it.
+type Admitter interface {
+	// Admit returns nil when the machine's block asks only for what p offers.
+	Admit(p *banlieuev1.Provider, m *Machine) error
+}
+
+// ProviderOffers reports whether value is one the Provider offers under key: the value
+// of its parameter key, or of key in any of its storage or network class targets.
+func ProviderOffers(p *banlieuev1.Provider, key, value string) bool {
+	if p.Spec.Parameters[key] == value {
+		return true
+	}
+	for _, classes := range [][]banlieuev1.ClassMapping{p.Spec.Capabilities.StorageClasses, p.Spec.Capabilities.NetworkClasses} {
+		for _, c := range classes {
+			if v, ok := c.Target[key]; ok && v == value {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WithinPath reports whether path is root or below it, segment by segment ("/a/b" is
+// within "/a", "/ab" is not); every path is within an empty root.
+func WithinPath(path, root string) bool {
+	root = strings.TrimSuffix(root, "/")
+	return root == "" || path == root || strings.HasPrefix(path, root+"/")
 }

@@ -41,6 +41,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		r.sessions = NewSessions(driver, r.reader)
 	}
 	r.tasks = newTaskTracker(r.class)
+	r.admitter, _ = driver.(Admitter)
 	return r
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -45,19 +46,22 @@ func TestAHandWrittenLibvirtMachineGetsOnlyWhatItsProviderOffers(t *testing.T) {
 	tests := []struct {
 		name    string
 		attack  func(*infrav1.MachineSpec)
+		block   *infrav1.LibvirtOptions
 		message string
 	}{
-		{"its disk backed by another tenant's volume", func(s *infrav1.MachineSpec) { s.Image.Ref = lvPool + "/tenant-b-db.qcow2" }, "spec.image is not VMImage"},
-		{"its disk backed by a host path", func(s *infrav1.MachineSpec) { s.Image.ResolvedRef = "/var/lib/libvirt/images/tenant-b-db.qcow2" }, "spec.image.resolvedRef"},
-		{"its disk in a pool the Provider never offered", func(s *infrav1.MachineSpec) { s.Disks[0].Target = map[string]string{libvirt.TargetPool: "default"} }, "spec.disks[0].target"},
-		{"its interface on a network the Provider never offered", func(s *infrav1.MachineSpec) {
+		{name: "its disk backed by another tenant's volume", attack: func(s *infrav1.MachineSpec) { s.Image.Ref = lvPool + "/tenant-b-db.qcow2" }, message: "spec.image is not VMImage"},
+		{name: "its disk backed by a host path", attack: func(s *infrav1.MachineSpec) { s.Image.ResolvedRef = "/var/lib/libvirt/images/tenant-b-db.qcow2" }, message: "spec.image.resolvedRef"},
+		{name: "its disk in a pool the Provider never offered", attack: func(s *infrav1.MachineSpec) { s.Disks[0].Target = map[string]string{libvirt.TargetPool: "default"} }, message: "spec.disks[0].target"},
+		{name: "its interface on a network the Provider never offered", attack: func(s *infrav1.MachineSpec) {
 			s.Interfaces[0].Target = map[string]string{libvirt.TargetNetwork: "default"}
-		}, "spec.interfaces[0].target"},
+		}, message: "spec.interfaces[0].target"},
+		{name: "its spec.libvirt block picking a pool the Provider never offered", attack: func(*infrav1.MachineSpec) {},
+			block: &infrav1.LibvirtOptions{StoragePool: "default"}, message: `spec.libvirt.storagePool "default"`},
 	}
 	for i, tt := range tests {
 		spec := asCore()
 		tt.attack(&spec)
-		m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "attack-" + string(rune('a'+i))}, Spec: infrav1.LibvirtMachineSpec{MachineSpec: spec}}
+		m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: fmt.Sprintf("attack-%d", i)}, Spec: infrav1.LibvirtMachineSpec{MachineSpec: spec, Libvirt: tt.block}}
 		f.create(m)
 		f.eventually(m, func(g Gomega) {
 			g.Expect(conditionOf(m.Status.Conditions, "Ready")).To(And(HavePrefix("False/"+infrav1.MachineNotPermittedReason+": "), ContainSubstring(tt.message)), tt.name)

@@ -249,6 +249,29 @@ var tenancyCases = []tenancyCase{
 		},
 	},
 	{
+		name:      "A machine whose spec.vsphere block picks a datastore its Provider never offered is NotPermitted.",
+		admitBoth: true,
+		attack: func(tn *tenancy) (client.Object, error) {
+			m := tn.vsphereMachine(tn.machineSpec(tn.vsphereP, tn.image())).(*infrav1.VSphereMachine)
+			m.Spec.VSphere = &infrav1.VSphereOptions{Datastore: "tenant-b-ds"}
+			return m, tn.asA.Create(tn.ctx, m)
+		},
+		condition: banlieuev1.ReadyCondition, reason: infrav1.MachineNotPermittedReason,
+		message: []string{`spec.vsphere.datastore "tenant-b-ds"`},
+		then:    noVSphereVMFor,
+	},
+	{
+		name:      "A machine whose spec.proxmox block picks a node its Provider does not offer is NotPermitted.",
+		admitBoth: true,
+		attack: func(tn *tenancy) (client.Object, error) {
+			m := tn.proxmoxMachine(tn.machineSpec(tn.proxmoxP, tn.image())).(*infrav1.ProxmoxMachine)
+			m.Spec.Proxmox = &infrav1.ProxmoxOptions{Node: "tenant-b-node"}
+			return m, tn.asA.Create(tn.ctx, m)
+		},
+		condition: banlieuev1.ReadyCondition, reason: infrav1.MachineNotPermittedReason,
+		message: []string{`spec.proxmox.node "tenant-b-node"`},
+	},
+	{
 		name:      "A machine in a failure domain its Provider does not publish is NotPermitted.",
 		admitBoth: true,
 		attack: func(tn *tenancy) (client.Object, error) {

@@ -27,12 +27,23 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 	assets := testenv.Assets(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	cmd := &cobra.Command{Use: "banlieue", SilenceUsage: true}
 	cmd.AddCommand(Commands()...)
 	cmd.SetArgs([]string{"dev", "--assets", assets, "--dir", dir, "--crds", filepath.Join("..", "..", "..", "config", "crd", "bases")})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
+	// exited closes when dev returns, with its error in runErr. A test that fails midway
+	// still stops dev and waits for it: its kube-apiserver and etcd would outlive the
+	// test binary otherwise.
+	exited := make(chan struct{})
+	var runErr error
+	go func() { runErr = cmd.ExecuteContext(ctx); close(exited) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			t.Error("banlieue dev did not stop within a minute of the test's end")
+		}
+	})
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	deadline := time.Now().Add(60 * time.Second)
@@ -41,8 +52,8 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 			break
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("banlieue dev exited before it was ready: %v", err)
+		case <-exited:
+			t.Fatalf("banlieue dev exited before it was ready: %v", runErr)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -106,9 +117,9 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 	}
 	cancel()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("banlieue dev stopped with %v", err)
+	case <-exited:
+		if runErr != nil {
+			t.Fatalf("banlieue dev stopped with %v", runErr)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("banlieue dev did not stop within a minute of its context ending")

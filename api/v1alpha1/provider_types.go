@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // ProviderSpec is one backend instance: a vCenter, a libvirt host or a Proxmox VE cluster.
@@ -271,6 +272,26 @@ type ProviderList struct {
 // StorageClass returns the Provider's mapping for a storage class, or nil.
 func (p *Provider) StorageClass(name string) *ClassMapping {
 	return findClass(p.Spec.Capabilities.StorageClasses, name)
+}
+
+// Namespaces parses the namespaceSelector: the namespaces the Provider admits, every one
+// when it is unset.
+func (p *Provider) Namespaces() (labels.Selector, error) {
+	if p.Spec.NamespaceSelector == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector.AsMetav1())
+}
+
+// FailureDomain returns the failure domain name the Provider publishes in its status,
+// or nil.
+func (p *Provider) FailureDomain(name string) *FailureDomain {
+	for i := range p.Status.FailureDomains {
+		if p.Status.FailureDomains[i].Name == name {
+			return &p.Status.FailureDomains[i]
+		}
+	}
+	return nil
 }
 
 // NetworkClass returns the Provider's mapping for a network class, or nil.

@@ -94,7 +94,7 @@ type providerKey struct{ namespace, name string }
 // providerEntry is a Provider with what NewScheduler precomputes about it.
 type providerEntry struct {
 	p *banlieuev1.Provider
-	// nsSelector is the parsed namespaceSelector, nil when unset; nsSelectorErr is why
+	// nsSelector is the parsed namespaceSelector, every namespace when unset; nsSelectorErr is why
 	// it could not be parsed.
 	nsSelector    labels.Selector
 	nsSelectorErr error
@@ -129,9 +129,7 @@ func NewScheduler(providers []*banlieuev1.Provider) *Scheduler {
 	for i, p := range s.providers {
 		e := &s.entries[i]
 		e.p = p
-		if p.Spec.NamespaceSelector != nil {
-			e.nsSelector, e.nsSelectorErr = metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector.AsMetav1())
-		}
+		e.nsSelector, e.nsSelectorErr = p.Namespaces()
 		s.byKey[providerKey{p.Namespace, p.Name}] = i
 		fds := failureDomains(p)
 		order := make([]int, len(fds))
@@ -329,7 +327,7 @@ func (e *providerEntry) notAdmitted(req *Request) string {
 	switch {
 	case e.nsSelectorErr != nil:
 		return fmt.Sprintf("its namespaceSelector is invalid: %v", e.nsSelectorErr)
-	case e.nsSelector != nil && !e.nsSelector.Matches(req.NamespaceLabels):
+	case !e.nsSelector.Matches(req.NamespaceLabels):
 		return fmt.Sprintf("its namespaceSelector does not admit namespace %q", req.Namespace)
 	}
 	return ""

@@ -37,7 +37,7 @@ func (r *Reconciler) admit(ctx context.Context, p *banlieuev1.Provider, m *Machi
 	if err := r.admitNamespace(ctx, p, m.Namespace); err != nil {
 		return err
 	}
-	if fd := m.Spec.FailureDomain; fd != "" && !PublishesFailureDomain(p, fd) {
+	if fd := m.Spec.FailureDomain; fd != "" && p.FailureDomain(fd) == nil {
 		return notPermitted("%s publishes no failure domain %q (spec.failureDomain); use one of its status.failureDomains", ref, fd)
 	}
 	for i, d := range m.Spec.Disks {
@@ -73,7 +73,7 @@ func (r *Reconciler) admitNamespace(ctx context.Context, p *banlieuev1.Provider,
 	if p.Spec.NamespaceSelector == nil {
 		return nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector.AsMetav1())
+	sel, err := p.Namespaces()
 	if err != nil {
 		return notPermitted("Provider %s/%s has an invalid namespaceSelector (%s); an administrator must fix it", p.Namespace, p.Name, err.Error())
 	}
@@ -110,17 +110,6 @@ func isDefaults(target, parameters map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// PublishesFailureDomain reports whether the Provider publishes the failure domain name
-// in its status.
-func PublishesFailureDomain(p *banlieuev1.Provider, name string) bool {
-	for i := range p.Status.FailureDomains {
-		if p.Status.FailureDomains[i].Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // admitImage checks, before Create, that the machine's image is the one an

@@ -139,12 +139,10 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		set(banlieuev1.ReadyCondition, false, reason, message)
 		return ctrl.Result{RequeueAfter: r.backoff.When(p.UID)}, nil
 	}
-	if sel := p.Spec.NamespaceSelector; sel != nil {
-		if _, err := metav1.LabelSelectorAsSelector(sel.AsMetav1()); err != nil {
-			set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderNamespaceSelectorInvalidReason,
-				fmt.Sprintf("spec.namespaceSelector does not parse (%s), so no namespace is admitted; fix it", err.Error()))
-			return ctrl.Result{}, nil
-		}
+	if _, err := p.Namespaces(); err != nil {
+		set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderNamespaceSelectorInvalidReason,
+			fmt.Sprintf("spec.namespaceSelector does not parse (%s), so no namespace is admitted; fix it", err.Error()))
+		return ctrl.Result{}, nil
 	}
 
 	var (

@@ -17,7 +17,7 @@ func (d *Driver) Admit(p *banlieuev1.Provider, m *providersdk.Machine) error {
 	if err := m.Options("proxmox", opts); err != nil {
 		return err
 	}
-	if node := opts.Node; node != "" && !providersdk.ProviderOffers(p, ParamNode, node) && !providersdk.PublishesFailureDomain(p, node) {
+	if node := opts.Node; node != "" && !providersdk.ProviderOffers(p, ParamNode, node) && p.FailureDomain(node) == nil {
 		return fmt.Errorf("spec.proxmox.node %q is not a node Provider %s/%s offers (its failure domains or parameters.node)", node, p.Namespace, p.Name)
 	}
 	if pool := opts.Pool; pool != "" && !providersdk.WithinPath(pool, p.Spec.Parameters[ParamPool]) {

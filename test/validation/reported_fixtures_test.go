@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
@@ -306,12 +307,17 @@ func (w *world) resolved(img *banlieuev1.VMImage, p *banlieuev1.Provider) {
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 
-// conditions returns the conditions of a VirtualMachine or Provider.
+// conditions returns the conditions of a VirtualMachine, a Provider or an
+// infrastructure machine.
 func conditions(o client.Object) []metav1.Condition {
 	switch o := o.(type) {
 	case *banlieuev1.VirtualMachine:
 		return o.Status.Conditions
 	case *banlieuev1.Provider:
+		return o.Status.Conditions
+	case *infrav1.VSphereMachine:
+		return o.Status.Conditions
+	case *infrav1.ProxmoxMachine:
 		return o.Status.Conditions
 	}
 	panic(fmt.Sprintf("no conditions on %T", o))

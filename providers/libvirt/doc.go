@@ -93,8 +93,10 @@
 // like a vSphere suspend; starting the domain resumes it. A domain paused on purpose
 // (libvirt's pause reason "user") is reported Suspended and resumed for PoweredOn; one
 // the hypervisor stopped by itself (a guest crash, an I/O error, a KVM failure) is
-// reported with GuestStopped, saying how to restart it, and is left as it is. CPUs, memory and disks change only while the
-// domain is shut off: asked of a running machine that should stay on, they are refused
+// reported with GuestStopped, saying how to restart it, and is left as it is. A pause
+// libvirt ends by itself (starting up, a save, a migration) is waited for: a provider
+// restarted while libvirt starts a domain sees it paused "starting up" for seconds.
+// CPUs, memory and disks change only while the domain is shut off: asked of a running machine that should stay on, they are refused
 // with ResizeRequiresPowerOff; volumes only grow.
 //
 // Addresses come from the DHCP leases of the domain's MACs on its libvirt networks, then

@@ -253,3 +253,31 @@ func TestADomainTheHypervisorStoppedIsReportedNotResumed(t *testing.T) {
 		}
 	})
 }
+
+// TestAPauseLibvirtIsStillDoingIsWaitedFor covers the provider restarted while libvirt
+// starts a domain: QEMU is paused until set up (reason "starting up"), and Update waits
+// instead of failing the machine as if the guest had crashed.
+func TestAPauseLibvirtIsStillDoingIsWaitedFor(t *testing.T) {
+	s := &session{}
+	m := machine("starting")
+	for _, tc := range []struct {
+		name     string
+		dom      host.Domain
+		want     banlieuev1.PowerState
+		inFlight bool
+	}{
+		{"starting up, to run", host.Domain{State: host.StatePaused, Reason: 11, PausedInTransit: true}, banlieuev1.PowerStatePoweredOn, true},
+		{"saving, to suspend", host.Domain{State: host.StatePaused, Reason: 3, PausedInTransit: true}, banlieuev1.PowerStateSuspended, true},
+		{"crashed, to run", host.Domain{State: host.StatePaused, Reason: 10}, banlieuev1.PowerStatePoweredOn, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.setPower(t.Context(), m, &tc.dom, tc.want)
+			if got := providersdk.IsInFlight(err); got != tc.inFlight {
+				t.Fatalf("setPower = %v; in flight %v, want %v", err, got, tc.inFlight)
+			}
+			if !tc.inFlight && !providersdk.IsPermanent(err) {
+				t.Fatalf("setPower = %v, want a permanent GuestStopped error", err)
+			}
+		})
+	}
+}

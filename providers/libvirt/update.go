@@ -88,6 +88,11 @@ func (s *session) setPower(ctx context.Context, m *providersdk.Machine, dom *hos
 	if have == want && (want != banlieuev1.PowerStateSuspended || dom.State != host.StatePaused) {
 		return providersdk.UpdateResult{}, nil
 	}
+	if dom.PausedInTransit && want != banlieuev1.PowerStatePoweredOff {
+		// libvirt is still starting (or saving, migrating) the domain, as after a provider
+		// restarted mid-start: it is waited for, never failed. Powering off need not wait.
+		return providersdk.UpdateResult{}, providersdk.InFlight(providersdk.OperationUpdate, "")
+	}
 	switch want {
 	case banlieuev1.PowerStatePoweredOn:
 		switch dom.State {

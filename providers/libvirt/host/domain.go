@@ -60,6 +60,10 @@ type Domain struct {
 	// PausedByUser is true when the domain was paused on purpose (libvirt's pause
 	// reason "user"), not stopped by the hypervisor (a crash, an I/O error).
 	PausedByUser bool
+	// PausedInTransit is true when libvirt paused the domain for an operation it is
+	// still doing (starting it, a migration, a save, a dump, a snapshot, a shutdown):
+	// the domain resumes or stops by itself, and nothing should act on it meanwhile.
+	PausedInTransit bool
 	// ManagedSave is true when the domain's memory is saved to disk (a managed save).
 	ManagedSave bool
 
@@ -104,7 +108,9 @@ func readDomain(l *libvirt.Libvirt, dom libvirt.Domain) (*Domain, error) {
 		return nil, err
 	}
 	d.State, d.Reason = State(st), reason
-	d.PausedByUser = libvirt.DomainState(st) == libvirt.DomainPaused && reason == int32(libvirt.DomainPausedUser)
+	paused := libvirt.DomainState(st) == libvirt.DomainPaused
+	d.PausedByUser = paused && reason == int32(libvirt.DomainPausedUser)
+	d.PausedInTransit = paused && pausedInTransit(libvirt.DomainPausedReason(reason))
 	if has, err := l.DomainHasManagedSaveImage(dom, 0); err == nil {
 		d.ManagedSave = has == 1
 	} else if !isCode(err, libvirt.ErrNoSupport) {
@@ -114,6 +120,19 @@ func readDomain(l *libvirt.Libvirt, dom libvirt.Domain) (*Domain, error) {
 		d.DiskBytes = append(d.DiskBytes, volumeCapacity(l, v))
 	}
 	return d, nil
+}
+
+// pausedInTransit reports whether a pause reason is an operation libvirt is doing and
+// ends by itself. Starting up is the one a provider sees most: QEMU is launched paused
+// and resumed once set up, which takes seconds on a loaded host under TCG.
+func pausedInTransit(r libvirt.DomainPausedReason) bool {
+	switch r {
+	case libvirt.DomainPausedStartingUp, libvirt.DomainPausedMigration, libvirt.DomainPausedSave,
+		libvirt.DomainPausedDump, libvirt.DomainPausedSnapshot, libvirt.DomainPausedShuttingDown,
+		libvirt.DomainPausedPostcopy:
+		return true
+	}
+	return false
 }
 
 // volumeCapacity is a volume's size in bytes; 0 when it cannot be read.

@@ -7,6 +7,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/nocloud"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/libvirt/host"
 )
@@ -40,7 +41,7 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ provider
 		return providersdk.CreateResult{}, err
 	}
 	if spec.Seed != nil {
-		iso, err := buildSeedISO(seed{userData: m.UserData, instanceID: string(m.UID), hostname: guestHostname(m.Name)})
+		iso, err := nocloud.Seed{UserData: m.UserData, InstanceID: string(m.UID), Hostname: nocloud.Hostname(m.Name)}.BuildISO()
 		if err != nil {
 			return providersdk.CreateResult{}, err
 		}

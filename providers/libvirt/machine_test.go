@@ -12,6 +12,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/nocloud"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/libvirt/host"
 )
@@ -110,10 +111,13 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 			if err := l.StorageVolDownload(vol, &buf, 0, 0, 0); err != nil {
 				t.Fatalf("download: %v", err)
 			}
-			files, label := readISO(t, buf.Bytes())
-			wantFiles := map[string]string{
-				"user-data": "#cloud-config\npackages: [nginx]\n",
-				"meta-data": "instance-id: \"" + string(m.UID) + "\"\nlocal-hostname: \"web-1\"\n",
+			files, label, err := nocloud.ReadISO(buf.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantFiles := map[string][]byte{
+				"user-data": []byte("#cloud-config\npackages: [nginx]\n"),
+				"meta-data": []byte("instance-id: \"" + string(m.UID) + "\"\nlocal-hostname: \"web-1\"\n"),
 			}
 			if diff := cmp.Diff(wantFiles, files); diff != "" {
 				t.Errorf("seed files (-want +got):\n%s", diff)

@@ -84,7 +84,7 @@ test-faults: deps ## The full fault suite: 200 VMs, 24 kill rounds, 60 s backend
 SCALE_N ?= 1000
 .PHONY: bench-scale
 bench-scale: ## SCALE_N (1000) VMs over vcsim, the Proxmox VE simulator and libvirtd through the real binaries; prints docs/performance.md's table.
-	@bash hack/deps.sh || echo "bench-scale: libvirt's packages are missing; the run leaves libvirt out"
+	@bash hack/deps.sh || echo "bench-scale: Debian packages are missing (see above); without libvirt's, the run leaves libvirt out"
 	@assets=$$($(ENVTEST_ASSETS_CMD)); \
 	KUBEBUILDER_ASSETS=$$assets go run ./test/scale -n $(SCALE_N)
 
@@ -108,6 +108,6 @@ build-release: ## Build bin/banlieue-release as the Dockerfile does: controller 
 
 .PHONY: dev
 dev: build ## Run a local control plane with banlieue and simulated backends, ready for kubectl apply.
-	@bash hack/deps.sh || echo "dev: libvirt's packages are missing; banlieue dev runs without libvirt"
+	@bash hack/deps.sh || echo "dev: Debian packages are missing (see above); without libvirt's, banlieue dev runs without libvirt"
 	@assets=$$($(ENVTEST_ASSETS_CMD)); \
 	exec bin/banlieue dev --assets "$$assets"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that banlieue's tests need, when they are missing and we
 # run as root. The core suite needs none: Kubernetes itself is built from source by
-# hack/envtest.sh. Provider suites add their packages (e.g. libvirt-daemon) here.
+# hack/envtest.sh. Provider suites add their packages (e.g. libvirt-daemon) here, and
+# the clients banlieue did not write that witness its simulators: python3-proxmoxer
+# drives the Proxmox VE simulator (requests is only its recommendation, so it is named).
 set -euo pipefail
 
-packages=(libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils dnsmasq-base ovmf iptables)
+packages=(libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils dnsmasq-base ovmf iptables
+	python3-proxmoxer python3-requests)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/banlieue/banlieue/internal/hostdeps"
 )
 
 // Unavailable says why a daemon cannot run here, or "" when it can: it needs root and
@@ -29,14 +31,7 @@ func Unavailable() string {
 // daemon can run here (see Unavailable).
 func Require(tb testing.TB) {
 	tb.Helper()
-	why := Unavailable()
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatal(why)
-	}
-	tb.Skip(why)
+	hostdeps.Require(tb, Unavailable())
 }
 
 // StartT starts a daemon for tb after Require, and stops it when tb ends.

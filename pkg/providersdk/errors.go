@@ -32,6 +32,26 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// RetryableError says the backend (or the Provider) refused the machine for a cause that
+// can be lifted without the machine changing: a privilege granted to the backend user, a
+// namespace labelled, a Provider widened. The Reconciler sets Ready=False with Reason and
+// Message and looks again with backoff; unlike a PermanentError it never fails the
+// machine for good, which a Cluster API machine could not recover from.
+type RetryableError struct {
+	// Reason is the Ready condition's reason, e.g. MachinePermissionDeniedReason.
+	Reason string
+	// Message says what was refused and what lifts it. It must hold no secret.
+	Message string
+}
+
+// Error returns the message.
+func (e *RetryableError) Error() string { return e.Message }
+
+// Retryable returns a RetryableError with reason and a formatted message.
+func Retryable(reason, format string, args ...any) error {
+	return &RetryableError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
 // InFlightError says the backend is busy with a task for the machine: the Reconciler
 // records the task (when it has a Ref) and requeues after a short, growing interval.
 type InFlightError struct {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
@@ -141,16 +142,10 @@ func (r *Reconciler) admitImage(ctx context.Context, p *banlieuev1.Provider, m *
 	return nil
 }
 
-// notPermittedError says the machine asks for what its Provider does not offer it. It
-// is not a PermanentError: each refusal can be lifted without touching the machine (a
+// notPermitted says the machine asks for what its Provider does not offer it. It is
+// Retryable, not Permanent: each refusal can be lifted without touching the machine (a
 // namespace labelled, a Provider widened, a failure domain published, a VMImage
-// created), so the machine is looked at again with backoff, and a Cluster API machine is
-// not failed for good.
-type notPermittedError struct{ message string }
-
-func (e *notPermittedError) Error() string { return e.message }
-
-// notPermitted is the notPermittedError of a machine, saying what it asks for.
+// created).
 func notPermitted(format string, args ...any) error {
-	return &notPermittedError{message: fmt.Sprintf(format, args...)}
+	return Retryable(infrav1.MachineNotPermittedReason, format, args...)
 }

@@ -27,6 +27,7 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 		unreach    *UnreachableError
 		unauth     *UnauthorizedError
 		taskFailed *TaskFailedError
+		retry      *RetryableError
 	)
 	if err != nil || !s.waitingForGuest {
 		r.guest.Forget(uid)
@@ -105,8 +106,8 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 	case errors.Is(err, errUserDataNotFound):
 		s.ready(metav1.ConditionFalse, infrav1.MachineUserDataNotFoundReason, err.Error())
 		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
-	case errors.As(err, new(*notPermittedError)):
-		s.ready(metav1.ConditionFalse, infrav1.MachineNotPermittedReason, err.Error())
+	case errors.As(err, &retry):
+		s.ready(metav1.ConditionFalse, retry.Reason, retry.Message)
 		return ctrl.Result{RequeueAfter: r.unreachable.When(uid)}, nil
 	case errors.Is(err, errUserDataNotPermitted):
 		// Retried like a missing Secret: the Secret's type is fixed by recreating it, which

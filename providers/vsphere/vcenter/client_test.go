@@ -3,10 +3,15 @@ package vcenter
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/types"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 )
@@ -99,5 +104,25 @@ func TestATaskVCenterForgotIsDone(t *testing.T) {
 	info, err := c.PollTask(context.Background(), "task-999999")
 	if err != nil || info.State != TaskDone {
 		t.Fatalf("PollTask of an unknown task = %+v, %v; want TaskDone", info, err)
+	}
+}
+
+// TestAMissingPrivilegeIsRetried: a NoPermission fault names the privilege and the
+// object, and is Retryable: granting the privilege on vCenter lifts it while nothing
+// about the machine changes, so the machine must not be failed for good.
+func TestAMissingPrivilegeIsRetried(t *testing.T) {
+	c := &Client{secretRef: "infra/vc-credentials"}
+	err := c.fail("clone the template", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.NoPermission{
+		PrivilegeId: "VirtualMachine.Provisioning.Clone",
+		Object:      &types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-42"},
+	}}})
+	var retry *providersdk.RetryableError
+	switch {
+	case !errors.As(err, &retry), providersdk.IsPermanent(err):
+		t.Fatalf("fail = %#v, want a RetryableError and not a PermanentError", err)
+	case retry.Reason != infrav1.MachinePermissionDeniedReason:
+		t.Errorf("reason %q, want %q", retry.Reason, infrav1.MachinePermissionDeniedReason)
+	case retry.Message != "the vCenter user of Secret infra/vc-credentials lacks privilege VirtualMachine.Provisioning.Clone on vm-42, needed to clone the template":
+		t.Errorf("message %q", retry.Message)
 	}
 }

@@ -98,7 +98,7 @@ func faultMessage(f *types.LocalizedMethodFault) string {
 
 // fail turns the error of a vCenter call made to do what into the SDK's typed errors:
 // connection and certificate problems become Unreachable, rejected credentials
-// Unauthorized, missing privileges Permanent, a busy VM InFlight; anything else is
+// Unauthorized, missing privileges Retryable (PermissionDenied), a busy VM InFlight; anything else is
 // wrapped as "failed to <what>".
 func (c *Client) fail(what string, err error) error {
 	if err == nil {
@@ -124,7 +124,7 @@ func (c *Client) fail(what string, err error) error {
 		if perm.Object != nil {
 			obj = perm.Object.Value
 		}
-		return providersdk.Permanent(infrav1.MachinePermissionDeniedReason,
+		return providersdk.Retryable(infrav1.MachinePermissionDeniedReason,
 			"the vCenter user of Secret %s lacks privilege %s on %s, needed to %s", c.secretRef, perm.PrivilegeId, obj, what)
 	}
 	if fault.Is(err, &types.TaskInProgress{}) {

@@ -3,9 +3,7 @@ package proxmoxsim
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 )
@@ -58,13 +56,8 @@ func (s *Simulator) agentCommand(c *call) (any, error) {
 // with the static address of its ipconfigN, or one a DHCP server on 10.x would hand
 // out, and a link-local IPv6 address from the MAC.
 func guestInterfaces(v *vm) []map[string]any {
-	var nics []string
-	for k := range maps.Keys(v.conf) {
-		if netPattern.MatchString(k) {
-			nics = append(nics, k)
-		}
-	}
-	slices.SortFunc(nics, func(a, b string) int { return atoiOr(a[3:], 0) - atoiOr(b[3:], 0) })
+	nics := nicKeys(v.conf)
+	up := uint64(max(time.Since(v.started).Seconds(), 1))
 	out := make([]map[string]any, 0, 1+len(nics))
 	out = append(out, map[string]any{
 		"name": "lo", "hardware-address": "00:00:00:00:00:00",
@@ -72,6 +65,7 @@ func guestInterfaces(v *vm) []map[string]any {
 			{"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
 			{"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128},
 		},
+		"statistics": guestStatistics(up*200, up*2, up*200, up*2),
 	})
 	for i, k := range nics {
 		idx := atoiOr(k[3:], 0)
@@ -88,10 +82,19 @@ func guestInterfaces(v *vm) []map[string]any {
 				{"ip-address-type": "ipv4", "ip-address": addr, "prefix": prefix},
 				{"ip-address-type": "ipv6", "ip-address": linkLocal(mac), "prefix": 64},
 			},
-			"statistics": map[string]any{"rx-bytes": 0, "tx-bytes": 0, "rx-packets": 0, "tx-packets": 0},
+			// The guest's receive is the tap device's transmit (status/current's netin).
+			"statistics": guestStatistics(up*1500, up*12, up*600, up*6),
 		})
 	}
 	return out
+}
+
+// guestStatistics are the eight counters qemu-guest-agent reports per interface.
+func guestStatistics(rxBytes, rxPackets, txBytes, txPackets uint64) map[string]any {
+	return map[string]any{
+		"rx-bytes": rxBytes, "rx-packets": rxPackets, "rx-errs": 0, "rx-dropped": 0,
+		"tx-bytes": txBytes, "tx-packets": txPackets, "tx-errs": 0, "tx-dropped": 0,
+	}
 }
 
 // linkLocal is the EUI-64 link-local IPv6 address of a MAC.

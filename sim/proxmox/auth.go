@@ -144,12 +144,27 @@ func (s *Simulator) postTicket(c *call) (any, error) {
 	ticket, csrf := s.issueTicket(user, time.Now())
 	return map[string]any{
 		"username": user, "ticket": ticket, "CSRFPreventionToken": csrf, "clustername": ClusterName,
-		"cap": map[string]any{
-			"vms":     map[string]int{"VM.Allocate": 1, "VM.Clone": 1, "VM.Config.Disk": 1, "VM.PowerMgmt": 1, "VM.Audit": 1},
-			"storage": map[string]int{"Datastore.Allocate": 1, "Datastore.AllocateSpace": 1, "Datastore.Audit": 1},
-			"nodes":   map[string]int{"Sys.Audit": 1, "Sys.Modify": 1},
-		},
+		"cap": s.capabilities(user),
 	}, nil
+}
+
+// capabilities is the ticket's cap object, compute_api_permission's summary for the
+// GUI: per top-level path, the user's privileges of that kind there.
+func (s *Simulator) capabilities(user string) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	for _, c := range []struct{ key, path, prefix string }{
+		{"vms", "/vms", "VM."}, {"storage", "/storage", "Datastore."}, {"nodes", "/nodes", "Sys."},
+		{"dc", "/", "Sys.Audit"}, {"sdn", "/sdn", "SDN."}, {"access", "/access", "User."}, {"mapping", "/mapping", "Mapping."},
+	} {
+		privs := map[string]int{}
+		for p := range s.privileges(user, c.path) {
+			if strings.HasPrefix(p, c.prefix) {
+				privs[p] = 1
+			}
+		}
+		out[c.key] = privs
+	}
+	return out
 }
 
 func (s *Simulator) getDomains(*call) (any, error) {

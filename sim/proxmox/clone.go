@@ -24,11 +24,16 @@ func (st *storage) linkable() bool {
 	return st.fileBased() || slices.Contains([]string{"lvmthin", "zfspool", "rbd"}, st.Type)
 }
 
-// postClone copies a VM or template as qemu-server's clone_vm does. The checks run
-// before the task starts and fail the request; the clone itself exists at once with
-// only "lock: clone" in its config, while the source's config is locked against
-// changes (shared, so parallel clones of a template proceed); when the qmclone task
-// ends the clone gets its disks and full config, or on failure disappears.
+// postClone copies a VM or template as qemu-server's clone_vm does. Its checks run
+// before the worker is forked, failing the request, and again in the worker once it
+// holds the source's config lock (shared, so parallel clones of a stopped template
+// proceed; exclusive for a running source) and the new VMID's, each waited for a
+// second. So two clients that ask for the same free VMID both get a UPID, and the one
+// whose worker comes second fails: "can't lock file …lock-<newid>.conf' - got timeout"
+// while the first clone runs, "unable to create VM <newid>: config file already
+// exists" after it. The clone exists from the worker's start with only "lock: clone"
+// in its config; when the qmclone task ends it gets its disks and full config, or on
+// failure disappears.
 func (s *Simulator) postClone(c *call) (any, error) {
 	src, err := s.vmOf(c)
 	if err != nil {
@@ -42,91 +47,103 @@ func (s *Simulator) postClone(c *call) (any, error) {
 	if target == c.node || target == "localhost" {
 		target = ""
 	}
-	if _, ok := s.pools[pool]; pool != "" && !ok {
-		return nil, failf("pool '%s' does not exist", pool)
-	}
-	if target != "" && s.node(target) == nil {
-		return nil, failf("no such cluster node '%s'", target)
-	}
-	var dest *storage
-	if storeID != "" {
-		if dest, err = (&disks{s: s, node: c.node}).imagesStorage(storeID, "storage"); err != nil {
-			return nil, err
-		}
-		if target != "" {
-			if _, err := s.storageOn(target, storeID); err != nil {
-				return nil, err
-			}
-			if !dest.Shared {
-				return nil, failf("can't clone to non-shared storage '%s'", storeID)
-			}
-		}
-	}
-	if lock := src.conf["lock"]; lock != "" {
-		return nil, failf("VM is locked (%s)", lock)
-	}
-	if snap := c.params["snapname"]; snap != "" {
-		return nil, failf("snapshot '%s' does not exist", snap)
-	}
 	full := src.conf["template"] != "1"
 	if v, ok := c.params["full"]; ok {
 		full, _ = parseBool(v)
 	}
-	if !full && storeID != "" {
-		return nil, failf("parameter 'storage' not allowed for linked clones")
+	var dest *storage
+	// check is clone_vm's load_and_check.
+	check := func() ([]cloneDrive, error) {
+		if _, ok := s.pools[pool]; pool != "" && !ok {
+			return nil, failf("pool '%s' does not exist", pool)
+		}
+		if target != "" && s.node(target) == nil {
+			return nil, failf("no such cluster node '%s'", target)
+		}
+		if storeID != "" {
+			if dest, err = (&disks{s: s, node: c.node}).imagesStorage(storeID, "storage"); err != nil {
+				return nil, err
+			}
+			if target != "" {
+				if _, err := s.storageOn(target, storeID); err != nil {
+					return nil, err
+				}
+				if !dest.Shared {
+					return nil, failf("can't clone to non-shared storage '%s'", storeID)
+				}
+			}
+		}
+		if err := s.checkQuorum(); err != nil {
+			return nil, err
+		}
+		if lock := src.conf["lock"]; lock != "" {
+			return nil, failf("VM is locked (%s)", lock)
+		}
+		if snap := c.params["snapname"]; snap != "" {
+			return nil, failf("snapshot '%s' does not exist", snap)
+		}
+		if !full && storeID != "" {
+			return nil, failf("parameter 'storage' not allowed for linked clones")
+		}
+		if !full && c.params["format"] != "" {
+			return nil, failf("parameter 'format' not allowed for linked clones")
+		}
+		plan, shared, err := s.clonePlan(src, full)
+		if err != nil {
+			return nil, err
+		}
+		if target != "" && !shared {
+			return nil, failf("can't clone VM to node '%s' (VM uses local storage)", target)
+		}
+		if s.vms[newid] != nil {
+			return nil, failf("unable to create VM %d: config file already exists", newid)
+		}
+		return plan, nil
 	}
-	if !full && c.params["format"] != "" {
-		return nil, failf("parameter 'format' not allowed for linked clones")
-	}
-	plan, shared, err := s.clonePlan(src, full)
+	plan, err := check()
 	if err != nil {
 		return nil, err
 	}
-	if target != "" && !shared {
-		return nil, failf("can't clone VM to node '%s' (VM uses local storage)", target)
-	}
-	if s.vms[newid] != nil {
-		return nil, failf("unable to create VM %d: config file already exists", newid)
-	}
-	id := fmt.Sprint(src.vmid)
-	if src.writer || (src.running && src.readers > 0) {
-		err := src.flock()
-		return s.startTask(c, "qmclone", id, failWith(err)), nil
-	}
-	if src.running {
-		src.writer = true
-	} else {
-		src.readers++
-	}
-	dst := &vm{vmid: newid, node: c.node, conf: map[string]string{"lock": "clone"}}
-	s.vms[newid] = dst
 	lines := []string{fmt.Sprintf("create %s clone of VM %d with ID %d", map[bool]string{true: "full", false: "linked"}[full], src.vmid, newid)}
 	for _, d := range plan {
 		kind := map[bool]string{true: "full", false: "linked"}[d.full]
 		lines = append(lines, fmt.Sprintf("create %s clone of drive %s (%s)", kind, d.key, d.drive.first))
 	}
 	params := maps.Clone(c.params)
-	return s.startTask(c, "qmclone", id, func(fail error) error {
-		if src.running {
-			src.writer = false
-		} else {
-			src.readers--
-		}
-		if fail == nil && s.vms[newid] != dst {
-			fail = fmt.Errorf("unable to create VM %d: config file vanished", newid)
-		}
-		if fail != nil {
-			if s.vms[newid] == dst {
-				delete(s.vms, newid)
+	var dst *vm
+	return s.fork(c, "qmclone", fmt.Sprint(src.vmid), worker{
+		locks: []lockSpec{
+			{vmid: src.vmid, shared: !src.running, timeout: s.cloneTimeout()},
+			{vmid: newid, timeout: s.cloneTimeout()},
+		},
+		begin: func() error {
+			if s.vms[src.vmid] != src {
+				return failf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", c.node, src.vmid)
 			}
-			return failf("clone failed: %s", errText(fail))
-		}
-		s.finishClone(src, dst, plan, dest, params)
-		if target != "" {
-			dst.node = target
-		}
-		dst.pool = pool
-		return nil
+			if plan, err = check(); err != nil {
+				return err
+			}
+			dst = &vm{vmid: newid, node: c.node, conf: map[string]string{"lock": "clone"}}
+			s.vms[newid] = dst
+			return nil
+		},
+		finish: func(fail error) error {
+			if fail == nil && s.vms[newid] != dst {
+				fail = fmt.Errorf("unable to create VM %d: config file vanished", newid)
+			}
+			if fail != nil {
+				if s.vms[newid] == dst {
+					s.forget(newid)
+				}
+				return failf("clone failed: %s", errText(fail))
+			}
+			s.finishClone(src, dst, plan, dest, params)
+			if target != "" {
+				dst.node = target
+			}
+			dst.pool = pool
+			return nil
+		},
 	}, lines...), nil
 }
 

@@ -82,14 +82,50 @@ func (s *Simulator) node(name string) *node {
 	return nil
 }
 
+// quorate reports whether the cluster has quorum: unless SetQuorate took it away, as
+// long as no more than half its nodes are offline. Corosync wants more than half the
+// votes; the simulator counts as a two-node cluster with two_node set does, so one node
+// of two going offline keeps the other writable.
 func (s *Simulator) quorate() bool {
-	online := 0
+	if s.quorumLost {
+		return false
+	}
+	offline := 0
 	for _, n := range s.nodes {
-		if n.online {
-			online++
+		if !n.online {
+			offline++
 		}
 	}
-	return online*2 > len(s.nodes)
+	return offline*2 <= len(s.nodes)
+}
+
+// checkQuorum is PVE's check_cfs_quorum, which create_vm, clone_vm and vm_start make
+// before anything else: 500 "cluster not ready - no quorum?".
+func (s *Simulator) checkQuorum() error {
+	if !s.quorate() {
+		return failf("cluster not ready - no quorum?")
+	}
+	return nil
+}
+
+// checkWritable is how writing a VM's config fails without quorum: pmxcfs makes
+// /etc/pve read-only, and PVE's file_set_contents cannot open its temporary file.
+func (s *Simulator) checkWritable(v *vm) error {
+	if !s.quorate() {
+		return failf("unable to open file '/etc/pve/nodes/%s/qemu-server/%d.conf.tmp.%d' - Permission denied", v.node, v.vmid, s.pid)
+	}
+	return nil
+}
+
+// SetQuorate takes the cluster's quorum away (false), as a corosync network failure
+// does while every node still answers, or gives it back (true, the default: the
+// cluster is then quorate while no more than half its nodes are offline). Without
+// quorum, creating, cloning and starting VMs fail with "cluster not ready - no
+// quorum?" and changing or destroying them fails writing their config.
+func (s *Simulator) SetQuorate(quorate bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.quorumLost = !quorate
 }
 
 func (s *Simulator) getVersion(*call) (any, error) {
@@ -244,18 +280,6 @@ func (s *Simulator) postPool(c *call) (any, error) {
 	}
 	s.pools[id] = c.params["comment"]
 	return nil, nil
-}
-
-// getPermissions grants every user every privilege on /: the simulator has no ACLs.
-func (s *Simulator) getPermissions(*call) (any, error) {
-	privs := map[string]int{}
-	for _, p := range []string{"Datastore.Allocate", "Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Audit",
-		"Pool.Allocate", "Pool.Audit", "SDN.Use", "Sys.Audit", "Sys.Modify", "Sys.AccessNetwork", "VM.Allocate", "VM.Audit",
-		"VM.Clone", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit", "VM.Config.Disk", "VM.Config.HWType",
-		"VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.GuestAgent.Audit", "VM.Migrate", "VM.PowerMgmt"} {
-		privs[p] = 1
-	}
-	return map[string]any{"/": privs}, nil
 }
 
 func boolInt(b bool) int {

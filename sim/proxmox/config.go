@@ -53,32 +53,50 @@ func readConfigChange(c *call) (configChange, error) {
 }
 
 // putVMConfig is the synchronous config API: the change is made before it answers.
+// As PVE's update_vm_api, it checks the digest and the config's lock first, then
+// waits for the config lock (lock_config: LockTimeout) while a task holds it, failing
+// with "got timeout" after it, and checks again once it has it.
 func (s *Simulator) putVMConfig(c *call) (any, error) {
 	v, ch, err := s.configRequest(c)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.lockWait(v.vmid, false, s.configLockTimeout()); err != nil {
+		return nil, err
+	}
+	defer s.unlock(v.vmid, false)
+	if s.vms[v.vmid] != v {
+		return nil, failf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", v.node, v.vmid)
+	}
 	return nil, s.applyConfig(c, v, ch)
 }
 
-// configRequest reads the VM and the change a config request names.
+// configRequest reads the VM and the change a config request names, and makes the
+// checks PVE makes before it locks or forks: digest and lock.
 func (s *Simulator) configRequest(c *call) (*vm, configChange, error) {
 	v, err := s.vmOf(c)
 	if err != nil {
 		return nil, configChange{}, err
 	}
 	ch, err := readConfigChange(c)
+	if err == nil {
+		err = v.checkDigest(c)
+	}
+	if err == nil {
+		err = v.checkLock(c)
+	}
 	return v, ch, err
 }
 
-// postVMConfig is the asynchronous config API: PVE checks the parameters, then makes
-// the change in a qmconfig worker, so lock and digest failures end the task.
+// postVMConfig is the asynchronous config API: PVE checks the parameters, the digest
+// and the lock, then makes the change in a qmconfig worker that holds the config lock,
+// so a lock it waits for in vain fails the task.
 func (s *Simulator) postVMConfig(c *call) (any, error) {
 	v, ch, err := s.configRequest(c)
 	if err != nil {
 		return nil, err
 	}
-	return s.startTask(c, "qmconfig", fmt.Sprint(v.vmid), func(fail error) error {
+	return s.fork(c, "qmconfig", fmt.Sprint(v.vmid), worker{locks: s.configLock(v.vmid), finish: func(fail error) error {
 		if fail != nil {
 			return fail
 		}
@@ -86,20 +104,21 @@ func (s *Simulator) postVMConfig(c *call) (any, error) {
 			return failf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", v.node, v.vmid)
 		}
 		return s.applyConfig(c, v, ch)
-	}), nil
+	}}), nil
 }
 
-// applyConfig is PVE's update_vm_api worker: take the config lock, check digest and
-// lock, delete keys (a deleted disk becomes unusedN, a deleted unusedN is destroyed),
-// set keys (new disks allocated, a replaced disk kept as unusedN).
+// applyConfig is PVE's update_vm_api worker, run with the config lock held: check
+// digest and lock again, delete keys (a deleted disk becomes unusedN, a deleted
+// unusedN is destroyed), set keys (new disks allocated, a replaced disk kept as
+// unusedN), write the config (which fails without quorum).
 func (s *Simulator) applyConfig(c *call, v *vm, ch configChange) error {
-	if err := v.flock(); err != nil {
-		return err
-	}
 	if err := v.checkDigest(c); err != nil {
 		return err
 	}
 	if err := v.checkLock(c); err != nil {
+		return err
+	}
+	if err := s.checkWritable(v); err != nil {
 		return err
 	}
 	conf := maps.Clone(v.conf)
@@ -191,16 +210,20 @@ func (s *Simulator) postVM(c *call) (any, error) {
 	if _, ok := s.pools[pool]; pool != "" && !ok {
 		return nil, failf("pool '%s' does not exist", pool)
 	}
+	if err := s.checkQuorum(); err != nil {
+		return nil, err
+	}
 	if other := s.vms[vmid]; other != nil {
 		return nil, failf("unable to create VM %d - VM %d already exists on node '%s'", vmid, vmid, other.node)
 	}
 	v := &vm{vmid: vmid, node: c.node, conf: map[string]string{"lock": "create"}, pool: pool}
 	s.vms[vmid] = v
 	start, storage := c.params["start"] == "1", c.params["storage"]
-	return s.startTask(c, "qmcreate", fmt.Sprint(vmid), func(fail error) error {
+	// The worker takes the config lock for a second, as create_vm's does.
+	return s.fork(c, "qmcreate", fmt.Sprint(vmid), worker{locks: []lockSpec{{vmid: vmid, timeout: s.cloneTimeout()}}, finish: func(fail error) error {
 		conf, err := s.newConfig(v, want, storage, fail)
 		if err != nil {
-			delete(s.vms, vmid)
+			s.forget(vmid)
 			return failf("unable to create VM %d - %s", vmid, errText(err))
 		}
 		v.conf = conf
@@ -208,7 +231,7 @@ func (s *Simulator) postVM(c *call) (any, error) {
 			s.powerOn(v)
 		}
 		return nil
-	}), nil
+	}}), nil
 }
 
 func (s *Simulator) newConfig(v *vm, want map[string]string, storage string, fail error) (map[string]string, error) {
@@ -269,13 +292,16 @@ func (s *Simulator) postTemplate(c *call) (any, error) {
 	if err := v.checkLock(c); err != nil {
 		return nil, err
 	}
-	return s.startTask(c, "qmtemplate", fmt.Sprint(v.vmid), func(fail error) error {
+	return s.fork(c, "qmtemplate", fmt.Sprint(v.vmid), worker{locks: s.configLock(v.vmid), finish: func(fail error) error {
+		if fail == nil {
+			fail = s.checkWritable(v)
+		}
 		if fail != nil {
 			return fail
 		}
 		s.convertToTemplate(v)
 		return nil
-	}), nil
+	}}), nil
 }
 
 func (s *Simulator) convertToTemplate(v *vm) {

@@ -202,7 +202,10 @@ func (s *Simulator) putResize(c *call) (any, error) {
 	if newSize < vol.size {
 		return nil, failf("shrinking disks is not supported")
 	}
-	return s.startTask(c, "resize", fmt.Sprint(v.vmid), func(fail error) error {
+	return s.fork(c, "resize", fmt.Sprint(v.vmid), worker{locks: s.configLock(v.vmid), finish: func(fail error) error {
+		if fail == nil {
+			fail = s.checkWritable(v)
+		}
 		if fail != nil {
 			return fail
 		}
@@ -212,5 +215,5 @@ func (s *Simulator) putResize(c *call) (any, error) {
 			v.conf[disk] = p.String()
 		}
 		return nil
-	}, fmt.Sprintf("update VM %d: resize --disk %s --size %s", v.vmid, disk, size)), nil
+	}}, fmt.Sprintf("update VM %d: resize --disk %s --size %s", v.vmid, disk, size)), nil
 }

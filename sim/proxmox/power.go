@@ -46,8 +46,14 @@ func (s *Simulator) powerAction(action string) handler {
 			if v.paused && c.params["forceStop"] != "1" {
 				return nil, failf("VM is paused - cannot shutdown")
 			}
+		case "start":
+			if err := s.checkQuorum(); err != nil {
+				return nil, err
+			}
 		}
-		return s.startTask(c, typ, fmt.Sprint(v.vmid), func(fail error) error {
+		// The worker holds the config lock while it runs: vm_stop holds it for the
+		// whole shutdown, so a config change waits for it.
+		return s.fork(c, typ, fmt.Sprint(v.vmid), worker{locks: s.configLock(v.vmid), finish: func(fail error) error {
 			if fail != nil {
 				return fail
 			}
@@ -55,7 +61,7 @@ func (s *Simulator) powerAction(action string) handler {
 				return failf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", v.node, v.vmid)
 			}
 			return s.power(c, v, action, typ)
-		}), nil
+		}}), nil
 	}
 }
 

@@ -20,11 +20,6 @@ type vm struct {
 	paused  bool
 	started time.Time
 	pid     uint64
-	// readers and writer are the config file's flock: a clone of a stopped source
-	// holds it shared, of a running one exclusively, and every config change needs it
-	// exclusively, so changes to a template fail while clones read it.
-	readers int
-	writer  bool
 }
 
 // VMState is a snapshot of one VM, for tests.
@@ -113,15 +108,6 @@ func (v *vm) checkLock(c *call) error {
 	return nil
 }
 
-// flock takes the config file's lock exclusively, failing as PVE's lock_config does
-// after its timeout (here at once) while another worker holds it.
-func (v *vm) flock() error {
-	if v.readers > 0 || v.writer {
-		return failf("can't lock file '/var/lock/qemu-server/lock-%d.conf' - got timeout", v.vmid)
-	}
-	return nil
-}
-
 func (v *vm) checkDigest(c *call) error {
 	if d := c.params["digest"]; d != "" && d != digest(v.conf) {
 		return failf("checksum mismatch (file change by other user?)")
@@ -186,15 +172,24 @@ func (s *Simulator) vmStatus(v *vm) map[string]any {
 	if v.conf["template"] == "1" {
 		r["template"] = 1
 	}
+	if hasSerial(v.conf) {
+		r["serial"] = 1
+	}
 	return r
 }
 
+// vmResource is a guest's entry in /cluster/resources and a pool's members, as
+// pve-manager's extract_vm_stats makes it: what pmxcfs knows at once (VMID, node,
+// pool, and the config's lock and tags), and what pvestatd last reported (see
+// statusReport), status unknown before its first report.
 func (s *Simulator) vmResource(v *vm) map[string]any {
-	r := s.vmStatus(v)
-	delete(r, "cpus")
-	delete(r, "pid")
-	r["id"], r["type"], r["node"], r["maxcpu"] = fmt.Sprintf("qemu/%d", v.vmid), "qemu", v.node, v.cpus()
-	r["template"] = boolInt(v.conf["template"] == "1")
+	r := map[string]any{"id": fmt.Sprintf("qemu/%d", v.vmid), "vmid": v.vmid, "type": "qemu", "node": v.node, "status": "unknown"}
+	maps.Copy(r, s.reported(v))
+	for _, k := range []string{"lock", "tags"} {
+		if v.conf[k] != "" {
+			r[k] = v.conf[k]
+		}
+	}
 	if v.pool != "" {
 		r["pool"] = v.pool
 	}
@@ -214,22 +209,6 @@ func (s *Simulator) getVMs(c *call) (any, error) {
 	return out, nil
 }
 
-func (s *Simulator) getVMStatus(c *call) (any, error) {
-	v, err := s.vmOf(c)
-	if err != nil {
-		return nil, err
-	}
-	r := s.vmStatus(v)
-	r["qmpstatus"], r["ha"] = v.qmpStatus(), map[string]any{"managed": 0}
-	if agentEnabled(v.conf) {
-		r["agent"] = 1
-	}
-	if v.running {
-		r["running-machine"], r["running-qemu"] = "pc-i440fx-9.2+pve1", "9.2.0"
-	}
-	return r, nil
-}
-
 // deleteVM destroys a VM and every volume it owns in a qmdestroy task.
 // destroy-unreferenced-disks also removes volumes of its VMID the config does not
 // name; purge only matters for backup jobs and HA, which the simulator has not.
@@ -244,28 +223,36 @@ func (s *Simulator) deleteVM(c *call) (any, error) {
 	if v.running {
 		return nil, failf("VM %d is running - destroy failed", v.vmid)
 	}
-	id := fmt.Sprint(v.vmid)
-	// PVE makes these checks in the worker: the call answers with a UPID, and the
-	// task fails.
-	if err := v.flock(); err != nil {
-		return s.startTask(c, "qmdestroy", id, failWith(err)), nil
-	}
-	if err := v.checkLock(c); err != nil {
-		return s.startTask(c, "qmdestroy", id, failWith(err)), nil
-	}
-	if err := s.baseInUse(v); err != nil {
-		return s.startTask(c, "qmdestroy", id, failWith(err)), nil
-	}
+	// PVE makes the other checks in the worker, which holds the config lock: the call
+	// answers with a UPID, and the task fails.
 	unreferenced := c.params["destroy-unreferenced-disks"] == "1"
-	v.conf["lock"] = "destroyed"
-	return s.startTask(c, "qmdestroy", id, func(fail error) error {
-		if fail != nil {
-			return fail
-		}
-		if s.vms[v.vmid] != v {
-			return failf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", v.node, v.vmid)
-		}
-		return s.destroy(v, unreferenced)
+	return s.fork(c, "qmdestroy", fmt.Sprint(v.vmid), worker{
+		locks: s.configLock(v.vmid),
+		begin: func() error {
+			if s.vms[v.vmid] != v {
+				return failf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", v.node, v.vmid)
+			}
+			if err := v.checkLock(c); err != nil {
+				return err
+			}
+			if err := s.baseInUse(v); err != nil {
+				return err
+			}
+			if err := s.checkWritable(v); err != nil {
+				return err
+			}
+			v.conf["lock"] = "destroyed"
+			return nil
+		},
+		finish: func(fail error) error {
+			if fail != nil {
+				return fail
+			}
+			if s.vms[v.vmid] != v {
+				return failf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", v.node, v.vmid)
+			}
+			return s.destroy(v, unreferenced)
+		},
 	}), nil
 }
 
@@ -302,7 +289,7 @@ func (s *Simulator) destroy(v *vm, unreferenced bool) error {
 			}
 		}
 	}
-	delete(s.vms, v.vmid)
+	s.forget(v.vmid)
 	return nil
 }
 

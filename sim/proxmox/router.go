@@ -51,6 +51,9 @@ func (s *Simulator) routeTable() []route {
 		{method: "GET", pattern: "/cluster/resources", handle: s.getClusterResources},
 		{method: "GET", pattern: "/cluster/nextid", handle: s.getNextID},
 		{method: "GET", pattern: "/cluster/tasks", handle: s.getClusterTasks},
+		{method: "GET", pattern: "/cluster/ha/resources", handle: s.getHAResources},
+		{method: "POST", pattern: "/cluster/ha/resources", handle: s.postHAResource},
+		{method: "GET", pattern: "/cluster/ha/resources/{sid}", handle: s.getHAResource},
 		{method: "GET", pattern: "/pools", handle: s.getPools},
 		{method: "POST", pattern: "/pools", handle: s.postPool},
 		{method: "GET", pattern: "/pools/{poolid}", handle: s.getPool},
@@ -64,6 +67,7 @@ func (s *Simulator) routeTable() []route {
 		{method: "GET", pattern: "/nodes/{node}/tasks", handle: s.getNodeTasks},
 		{method: "GET", pattern: "/nodes/{node}/tasks/{upid}/status", handle: s.getTaskStatus},
 		{method: "GET", pattern: "/nodes/{node}/tasks/{upid}/log", handle: s.getTaskLog},
+		{method: "DELETE", pattern: "/nodes/{node}/tasks/{upid}", handle: s.deleteTask},
 		{method: "GET", pattern: "/nodes/{node}/storage", handle: s.getNodeStorages},
 		{method: "GET", pattern: st + "/status", handle: s.getStorageStatus},
 		{method: "GET", pattern: st + "/content", handle: s.getStorageContent},
@@ -77,6 +81,9 @@ func (s *Simulator) routeTable() []route {
 		{method: "GET", pattern: vm + "/config", handle: s.getVMConfig},
 		{method: "POST", pattern: vm + "/config", handle: s.postVMConfig},
 		{method: "PUT", pattern: vm + "/config", handle: s.putVMConfig},
+		{method: "GET", pattern: vm + "/pending", handle: s.getVMPending},
+		{method: "GET", pattern: vm + "/cloudinit", handle: s.getCloudinit},
+		{method: "GET", pattern: vm + "/cloudinit/dump", handle: s.getCloudinitDump},
 		{method: "PUT", pattern: vm + "/resize", handle: s.putResize},
 		{method: "POST", pattern: vm + "/template", handle: s.postTemplate},
 		{method: "POST", pattern: vm + "/clone", handle: s.postClone},
@@ -141,9 +148,10 @@ func matchSegments(pattern, segs []string) (map[string]string, bool) {
 // parameters, find the method, forward to the node the path names (here: check it is
 // reachable), run the handler.
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	path, ok := strings.CutPrefix(r.URL.Path, "/api2/json")
 	if !ok || (path != "" && path[0] != '/') {
-		writeError(w, &apiError{status: http.StatusNotImplemented, message: "no such uri", noBody: true})
+		writeError(w, proxyError(http.StatusNotImplemented, "no such uri"))
 		return
 	}
 	path = "/" + strings.Trim(path, "/")
@@ -152,7 +160,7 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
 	default:
-		writeError(w, &apiError{status: http.StatusNotImplemented, message: fmt.Sprintf("method '%s' not available", r.Method), noBody: true})
+		writeError(w, &apiError{status: http.StatusNotImplemented, message: fmt.Sprintf("method '%s' not available", r.Method), body: noBody})
 		return
 	}
 	user, aerr := s.authenticate(r, path)
@@ -168,8 +176,9 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if aerr.status == http.StatusUnauthorized && s.opts.UnauthorizedDelay > 0 {
-		time.Sleep(s.opts.UnauthorizedDelay)
+	if aerr.status == http.StatusUnauthorized {
+		// pveproxy holds back every 401 until 3 seconds after the request came in.
+		time.Sleep(time.Until(start.Add(s.unauthorizedDelay())))
 	}
 	writeError(w, aerr)
 }
@@ -187,7 +196,7 @@ func (s *Simulator) count(method string, rt *route) {
 // dispatch runs a route's handler under the simulator's lock.
 func (s *Simulator) dispatch(c *call, rt *route, path string, pathParams map[string]string) (any, *apiError) {
 	if rt == nil {
-		return nil, &apiError{status: http.StatusNotImplemented, message: fmt.Sprintf("Method '%s %s' not implemented", c.r.Method, path)}
+		return nil, &apiError{status: http.StatusNotImplemented, message: fmt.Sprintf("Method '%s %s' not implemented", c.r.Method, path), asIs: true}
 	}
 	for k, v := range pathParams {
 		if old, ok := c.params[k]; ok && old != v {
@@ -198,6 +207,10 @@ func (s *Simulator) dispatch(c *call, rt *route, path string, pathParams map[str
 	c.template, c.node = rt.method+" "+rt.pattern, pathParams["node"]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// pveproxy checks the privileges before it forwards the request to its node.
+	if err := s.checkPermissions(c); err != nil {
+		return nil, asAPIError(err)
+	}
 	if c.node != "" {
 		n := s.node(c.node)
 		if n == nil {
@@ -206,16 +219,21 @@ func (s *Simulator) dispatch(c *call, rt *route, path string, pathParams map[str
 		// The node serving the API being offline is modelled like any other: its
 		// paths answer 595, while cluster-wide paths keep working.
 		if !n.online && !rt.local {
-			return nil, &apiError{status: StatusNodeUnreachable, message: "No route to host", noBody: true}
+			return nil, &apiError{status: StatusNodeUnreachable, message: "No route to host", body: noBody}
 		}
 	}
 	data, err := rt.handle(c)
 	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) {
-			return nil, ae
-		}
-		return nil, failf("%v", err)
+		return nil, asAPIError(err)
 	}
-	return data, nil
+	return s.visible(c, data), nil
+}
+
+// asAPIError is err as PVE answers it: its own status, or 500 for a plain die.
+func asAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return failf("%v", err)
 }

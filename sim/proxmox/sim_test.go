@@ -14,9 +14,13 @@ import (
 	proxmox "github.com/luthermonson/go-proxmox"
 )
 
-// start runs a simulator for one test.
+// start runs a simulator for one test; its 401 answers come at once unless o says
+// how long to hold them back.
 func start(t *testing.T, o Options) *Simulator {
 	t.Helper()
+	if o.UnauthorizedDelay == 0 {
+		o.UnauthorizedDelay = -1
+	}
 	s, err := Start(o)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +176,7 @@ func TestErrorsReachTheClientAsPVEWritesThem(t *testing.T) {
 		t.Errorf("unknown VM: %v, want PVE's not-found text", err)
 	}
 	status, body := raw(t, s, "GET", "/nodes/pve1/frobnicate", http.Header{"Authorization": {"PVEAPIToken=" + s.TokenID + "=" + s.TokenSecret}})
-	if diff := cmp.Diff([]string{"501 Method 'GET /nodes/pve1/frobnicate' not implemented", `{"data":null}`}, []string{status, body}); diff != "" {
+	if diff := cmp.Diff([]string{"501 Method 'GET /nodes/pve1/frobnicate' not implemented", `{"data":null,"message":"Method 'GET /nodes/pve1/frobnicate' not implemented"}`}, []string{status, body}); diff != "" {
 		t.Errorf("unknown path (-want +got):\n%s", diff)
 	}
 	status, body = raw(t, s, "GET", "/cluster/nextid", http.Header{"Authorization": {"PVEAPIToken=" + s.TokenID + "=" + s.TokenSecret}})

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -63,8 +64,26 @@ type Options struct {
 	TaskDelays map[string]time.Duration
 	// TaskDelay is how long tasks of the other types run.
 	TaskDelay time.Duration
-	// UnauthorizedDelay holds back every 401 answer; PVE waits 3 seconds, the
-	// simulator not at all unless told.
+	// StatusInterval is how often pvestatd reports guests' status: /cluster/resources
+	// shows a guest's name, status and template flag as of the last report, and a new
+	// guest with status unknown and without them until its first one (see
+	// reportedFields). PVE's DefaultStatusInterval when 0; a negative value reports
+	// every change at once.
+	StatusInterval time.Duration
+	// LockTimeout is how long a config change, resize, power action or destroy waits for
+	// a VM's config lock that another task holds before it fails with "can't lock file
+	// … - got timeout", as PVE's lock_config does. PVE's DefaultLockTimeout when 0; a
+	// negative value does not wait. Clone workers wait a second, or LockTimeout when
+	// shorter.
+	LockTimeout time.Duration
+	// ForkDelay is how long a forked worker takes to start (take its locks, write a
+	// clone's first config) after the request answered with its UPID; 0 starts it
+	// within the request. On PVE it is some milliseconds, in which a second clone onto
+	// the same VMID passes the API's checks and then fails in its worker.
+	ForkDelay time.Duration
+	// UnauthorizedDelay holds back every 401 answer, counted from when the request
+	// came in; 3 seconds, as pveproxy, when 0, and not at all when negative (for
+	// tests).
 	UnauthorizedDelay time.Duration
 	// Username and Password log in with a ticket; DefaultUsername and
 	// DefaultPassword when empty.
@@ -73,8 +92,20 @@ type Options struct {
 	// a random UUID when empty.
 	TokenID, TokenSecret string
 	// Users and Tokens add more users (user@realm → password) and API tokens
-	// (user@realm!name → secret).
+	// (user@realm!name → secret). Users other than root@pam have only the privileges
+	// ACL grants them.
 	Users, Tokens map[string]string
+	// PrivSep lists the API tokens with privilege separation (PVE's privsep=1): such a
+	// token has the privileges its own ACL entries grant, as far as its user has
+	// them too. The other tokens have their user's privileges, so the default token
+	// of root@pam can do anything.
+	PrivSep []string
+	// Roles adds roles (name → privileges) to PVE's built-in ones (Administrator,
+	// PVEAdmin, PVEVMAdmin, PVEVMUser, PVEDatastoreAdmin, PVEDatastoreUser,
+	// PVEAuditor, PVETemplateUser, PVEPoolAdmin, PVESDNUser, NoAccess, …).
+	Roles map[string][]string
+	// ACL grants roles on paths to users and tokens, as user.cfg's acl lines do.
+	ACL []ACL
 }
 
 // Simulator is a running simulated Proxmox VE cluster.
@@ -104,23 +135,34 @@ type Simulator struct {
 	mu       sync.Mutex
 	users    map[string]string
 	tokens   map[string]string
+	acl      *aclConfig
+	ha       map[int]*haResource
 	nodes    []*node
 	storages []*storage
 	pools    map[string]string
 	vms      map[int]*vm
 	volumes  map[string]map[string]*volume
 	tasks    []*task
-	failNext map[string][]string
-	pid      uint64
-	requests map[string]int
+	// flocks are the VMIDs' config lock files that someone holds; unlocked is closed
+	// and replaced whenever one is released, waking those waiting.
+	flocks   map[int]*flock
+	unlocked chan struct{}
+	// lastFork is closed once the last worker forked has tried its locks.
+	lastFork chan struct{}
+	// reports are pvestatd's last reports of the guests, by VMID.
+	reports    map[int]map[string]any
+	quorumLost bool
+	failNext   map[string][]string
+	pid        uint64
+	requests   map[string]int
 }
 
 // Start builds the simulated cluster and serves its API.
 func Start(o Options) (*Simulator, error) {
 	addr := cmp.Or(o.Addr, "127.0.0.1:0")
-	host, _, err := net.SplitHostPort(addr)
+	host, err := loopbackHost(addr)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read the simulator's address %q: %w", addr, err)
+		return nil, err
 	}
 	// A CA of this simulator's own, as two real clusters' pve-root-ca differ.
 	ca, err := simcert.NewAuthority("Proxmox Virtual Environment")
@@ -141,6 +183,11 @@ func Start(o Options) (*Simulator, error) {
 		vms:      map[int]*vm{},
 		volumes:  map[string]map[string]*volume{},
 		failNext: map[string][]string{},
+		flocks:   map[int]*flock{},
+		unlocked: make(chan struct{}),
+		lastFork: closedChan(),
+		reports:  map[int]map[string]any{},
+		ha:       map[int]*haResource{},
 		pid:      0x1a2b0,
 		requests: map[string]int{},
 	}
@@ -149,6 +196,10 @@ func Start(o Options) (*Simulator, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.routes = s.routeTable()
 	if err := s.build(o); err != nil {
+		return nil, err
+	}
+	s.startPvestatd()
+	if s.acl, err = newACLConfig(o, s.tokens); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -170,6 +221,36 @@ func Start(o Options) (*Simulator, error) {
 	}
 	s.URL = "https://" + s.proxy.Addr() + "/api2/json"
 	return s, nil
+}
+
+// loopbackHost reads the host of addr and refuses any but a loopback one: the
+// simulator accepts a fixed, printed token and password, so it must not be reachable
+// from other machines.
+func loopbackHost(addr string) (string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("failed to read the simulator's address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return host, nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return host, nil
+	}
+	return "", fmt.Errorf("the simulator serves only on loopback (127.0.0.1, ::1 or localhost), not on %q: "+
+		"its credentials are fixed and printed, so other machines must not reach it", addr)
+}
+
+// unauthorizedDelay is how long a 401 answer is held back.
+func (s *Simulator) unauthorizedDelay() time.Duration {
+	switch d := s.opts.UnauthorizedDelay; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return 3 * time.Second
+	default:
+		return d
+	}
 }
 
 // HTTPClient returns an HTTP client that trusts the simulator's CA and nothing else,

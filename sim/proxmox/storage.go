@@ -303,3 +303,33 @@ func (s *Simulator) deleteVolume(c *call) (any, error) {
 		return nil
 	}), nil
 }
+
+// StoredVolume is a volume as a node sees it: Node is "" for a shared storage's, which
+// every node sees.
+type StoredVolume struct {
+	Node  string
+	VolID string
+}
+
+// Volumes lists the volumes of a content type (iso, images, snippets, …) on every
+// storage, ordered by node and volume ID, for tests that look for leftovers.
+func (s *Simulator) Volumes(content string) []StoredVolume {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []StoredVolume
+	for key, vols := range s.volumes {
+		node, sid, ok := strings.Cut(key, "/")
+		if !ok {
+			node, sid = "", key
+		}
+		for _, v := range vols {
+			if v.content == content {
+				out = append(out, StoredVolume{Node: node, VolID: sid + ":" + v.name})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b StoredVolume) int {
+		return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.VolID, b.VolID))
+	})
+	return out
+}

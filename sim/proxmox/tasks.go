@@ -31,6 +31,9 @@ type task struct {
 	start   time.Time
 	end     time.Time
 	log     []string
+	// stop ends the running task as a signal ends a PVE worker (DELETE
+	// /nodes/{node}/tasks/{upid}); it closes once.
+	stop chan struct{}
 }
 
 // taskFunc finishes a task. fail is the failure FailNextTask injected, or nil; a
@@ -38,10 +41,20 @@ type task struct {
 // ends with.
 type taskFunc func(fail error) error
 
-// failWith is a taskFunc for a task that fails with err whatever happens: the checks
-// PVE makes in the worker rather than before it answers.
-func failWith(err error) taskFunc {
-	return func(error) error { return err }
+// worker is what a task does, in PVE's order: take its locks, make its own checks,
+// run, finish.
+type worker struct {
+	// locks are taken in order when the worker starts, each waiting up to its timeout;
+	// one not had fails the task with lock_file_full's "got timeout".
+	locks []lockSpec
+	// begin runs with the simulator's lock held once the locks are had: the checks the
+	// worker makes again and its first writes (a clone's temporary config). An error
+	// ends the task, and finish does not run.
+	begin func() error
+	// work runs outside the simulator's lock while the task's delay passes, such as a
+	// download; its error reaches finish as fail does.
+	work   func() error
+	finish taskFunc
 }
 
 // startTask forks a worker as PVE's fork_worker does and returns its UPID. The
@@ -49,12 +62,22 @@ func failWith(err error) taskFunc {
 // name none), logs lines, waits for its type's delay, then runs finish with the
 // simulator's lock held.
 func (s *Simulator) startTask(c *call, typ, id string, finish taskFunc, lines ...string) string {
-	return s.startWork(c, typ, id, nil, finish, lines...)
+	return s.fork(c, typ, id, worker{finish: finish}, lines...)
 }
 
 // startWork is startTask with work to do outside the lock first, such as a
 // download; its error, if any, reaches finish as fail does.
 func (s *Simulator) startWork(c *call, typ, id string, work func() error, finish taskFunc, lines ...string) string {
+	return s.fork(c, typ, id, worker{work: work, finish: finish}, lines...)
+}
+
+// fork starts the task w and returns its UPID. The worker starts ForkDelay after the
+// request; with no ForkDelay and its locks free, its first step (locks, begin) is
+// taken before the request answers, so a client sees a clone's config as soon as it
+// has the UPID. Otherwise another request may come in between, as on PVE, whose
+// workers take their locks some milliseconds after the API answered. The type's delay
+// runs from when the locks are had; they are released when the task ends.
+func (s *Simulator) fork(c *call, typ, id string, w worker, lines ...string) string {
 	node := c.node
 	if node == "" || c.template == "POST /nodes/{node}/storage/{storage}/upload" {
 		node = s.entry().name
@@ -63,7 +86,7 @@ func (s *Simulator) startWork(c *call, typ, id string, work func() error, finish
 	now := time.Now()
 	t := &task{
 		upid:    UPID{Node: node, PID: s.pid, PStart: nodeUptime*100 + s.pid%4096, StartTime: now.Unix(), Type: typ, ID: id, User: c.user},
-		running: true, start: now, log: lines,
+		running: true, start: now, log: lines, stop: make(chan struct{}),
 	}
 	t.id = t.upid.String()
 	s.tasks = append(s.tasks, t)
@@ -71,18 +94,38 @@ func (s *Simulator) startWork(c *call, typ, id string, work func() error, finish
 	if !ok {
 		delay = s.opts.TaskDelay
 	}
+	// Workers try their locks in the order they were forked, as PVE's, forked some
+	// milliseconds apart, do.
+	startAt, prev, tried := now.Add(s.opts.ForkDelay), s.lastFork, make(chan struct{})
+	s.lastFork = tried
+	begun := s.opts.ForkDelay <= 0 && s.tryLocks(w.locks)
+	if begun {
+		close(tried)
+	}
+	if begun && w.begin != nil {
+		if err := w.begin(); err != nil {
+			s.unlockAll(w.locks)
+			t.finish(err)
+			return t.id
+		}
+	}
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()
+		if !begun && !s.startWorker(t, w, startAt, prev, tried) {
+			return
+		}
 		timer := time.NewTimer(delay)
 		defer timer.Stop()
 		var workErr error
-		if work != nil {
-			workErr = work()
+		if w.work != nil {
+			workErr = w.work()
 		}
 		select {
 		case <-timer.C:
 		case <-s.ctx.Done():
+			workErr = errStopped
+		case <-t.stop:
 			workErr = errStopped
 		}
 		s.mu.Lock()
@@ -91,9 +134,51 @@ func (s *Simulator) startWork(c *call, typ, id string, work func() error, finish
 		if q := s.failNext[typ]; fail == nil && len(q) > 0 {
 			fail, s.failNext[typ] = fmt.Errorf("%s", q[0]), q[1:]
 		}
-		t.finish(finish(fail))
+		t.finish(w.finish(fail))
+		s.unlockAll(w.locks)
 	}()
 	return t.id
+}
+
+// startWorker is a worker's first step when the request could not take it: wait
+// until startAt (ForkDelay after the request) and until the worker forked before
+// (prev) has tried its locks, try them (tried), wait for them, begin. It reports
+// whether the task goes on; when it does not, the task has ended.
+func (s *Simulator) startWorker(t *task, w worker, startAt time.Time, prev, tried chan struct{}) bool {
+	timer := time.NewTimer(time.Until(startAt))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-s.ctx.Done():
+	}
+	select {
+	case <-prev:
+	case <-s.ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := errStopped
+	if s.ctx.Err() == nil {
+		if s.tryLocks(w.locks) {
+			err = nil
+		}
+		close(tried)
+		if err != nil {
+			err = s.waitLocks(t, w.locks)
+		}
+	} else {
+		close(tried)
+	}
+	if err == nil && w.begin != nil {
+		if err = w.begin(); err != nil {
+			s.unlockAll(w.locks)
+		}
+	}
+	if err != nil {
+		t.finish(err)
+		return false
+	}
+	return true
 }
 
 func (t *task) logf(format string, a ...any) { t.log = append(t.log, fmt.Sprintf(format, a...)) }

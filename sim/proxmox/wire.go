@@ -17,7 +17,7 @@ import (
 
 // Limits pveproxy puts on request bodies: form data is small, uploads are not.
 const (
-	maxPostSize   = 64 << 10
+	maxPostSize   = 512 << 10
 	maxUploadSize = 1 << 30
 )
 
@@ -53,17 +53,24 @@ func pveHeaders(h http.Header) {
 }
 
 // writeError answers e the way pveproxy does: the message, first line only, is the
-// reason phrase (clients read it from there), and the connection closes after any
-// status of 400 or more. net/http cannot write a reason phrase of its own, so the
-// response is written by hand on the hijacked connection.
+// reason phrase (older clients read it from there); the body is the JSON formatter's
+// {"data":null,"message":…} for an API handler's error (PVE >= 8.3), nothing or plain
+// text for pveproxy's own; and the connection closes after any status of 400 or
+// more. net/http cannot write a reason phrase of its own, so the response is written
+// by hand on the hijacked connection.
 func writeError(w http.ResponseWriter, e *apiError) {
 	var body []byte
-	if !e.noBody {
-		env := map[string]any{"data": nil}
+	contentType := ""
+	switch e.body {
+	case jsonBody:
+		env := map[string]any{"data": nil, "message": e.bodyMessage()}
 		if len(e.errors) > 0 {
 			env["errors"] = e.errors
 		}
 		body, _ = json.Marshal(env)
+		contentType = "application/json;charset=UTF-8"
+	case textBody:
+		body = []byte(e.message)
 	}
 	reason, _, _ := strings.Cut(strings.TrimSpace(e.message), "\n")
 	if reason == "" {
@@ -72,9 +79,11 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		// Not HTTP/1.1: the status goes through, the reason does not.
-		w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		}
 		w.WriteHeader(e.status)
-		_, _ = w.Write(body)
+		_, _ = w.Write(body) //nolint:gosec // JSON or pveproxy's plain-text message, as PVE answers
 		return
 	}
 	conn, rw, err := hj.Hijack()
@@ -84,8 +93,8 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	defer func() { _ = conn.Close() }()
 	h := http.Header{}
 	pveHeaders(h)
-	if body != nil {
-		h.Set("Content-Type", "application/json;charset=UTF-8")
+	if contentType != "" {
+		h.Set("Content-Type", contentType)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Connection", "close")
@@ -116,7 +125,7 @@ func readParams(r *http.Request) (map[string]string, *upload, *apiError) {
 		case "", "application/x-www-form-urlencoded":
 			err = readForm(r, params)
 		default:
-			err = &apiError{status: 506, message: fmt.Sprintf("upload 'Content-Type '%s' not implemented", ct)}
+			err = proxyError(506, "upload 'Content-Type '%s' not implemented", ct)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -134,7 +143,7 @@ func readParams(r *http.Request) (map[string]string, *upload, *apiError) {
 func readJSON(r *http.Request, params map[string]string) *apiError {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxPostSize+1))
 	if err != nil || len(body) > maxPostSize {
-		return &apiError{status: http.StatusNotImplemented, message: "for data too large"}
+		return proxyError(http.StatusNotImplemented, "for data too large")
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
@@ -185,7 +194,7 @@ func jsonParam(v any) (string, bool) {
 func readForm(r *http.Request, params map[string]string) *apiError {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxPostSize+1))
 	if err != nil || len(body) > maxPostSize {
-		return &apiError{status: http.StatusNotImplemented, message: "for data too large"}
+		return proxyError(http.StatusNotImplemented, "for data too large")
 	}
 	values, err := url.ParseQuery(string(body))
 	if err != nil {
@@ -199,7 +208,7 @@ func readForm(r *http.Request, params map[string]string) *apiError {
 
 func readMultipart(r *http.Request, boundary string, params map[string]string) (*upload, *apiError) {
 	if boundary == "" {
-		return nil, &apiError{status: http.StatusNotImplemented, message: "upload failed"}
+		return nil, proxyError(http.StatusNotImplemented, "upload failed")
 	}
 	mr := multipart.NewReader(io.LimitReader(r.Body, maxUploadSize), boundary)
 	var up *upload
@@ -209,16 +218,16 @@ func readMultipart(r *http.Request, boundary string, params map[string]string) (
 			break
 		}
 		if err != nil {
-			return nil, &apiError{status: http.StatusNotImplemented, message: "upload failed"}
+			return nil, proxyError(http.StatusNotImplemented, "upload failed")
 		}
 		data, err := io.ReadAll(part)
 		if err != nil {
-			return nil, &apiError{status: http.StatusNotImplemented, message: "upload failed"}
+			return nil, proxyError(http.StatusNotImplemented, "upload failed")
 		}
 		if part.FileName() != "" {
 			// pveproxy takes the file only from the part called "filename".
 			if part.FormName() != "filename" {
-				return nil, &apiError{status: http.StatusNotImplemented, message: "upload failed"}
+				return nil, proxyError(http.StatusNotImplemented, "upload failed")
 			}
 			up = &upload{filename: part.FileName(), data: data}
 			params["filename"] = part.FileName()
@@ -227,7 +236,7 @@ func readMultipart(r *http.Request, boundary string, params map[string]string) (
 		params[part.FormName()] = string(data)
 	}
 	if up == nil {
-		return nil, &apiError{status: http.StatusNotImplemented, message: "upload failed"}
+		return nil, proxyError(http.StatusNotImplemented, "upload failed")
 	}
 	return up, nil
 }

@@ -64,10 +64,13 @@ func newSimProxmoxCommand() *cobra.Command {
 		Long: "proxmox serves the Proxmox VE API (api2/json) of a simulated cluster: nodes, storages,\n" +
 			"bridges, a template, QEMU VMs, tasks with UPIDs and guest agents, for banlieue's Proxmox\n" +
 			"provider and go-proxmox. It prints an API token, writes its CA certificate, and prints a\n" +
-			"Secret and a Provider for it. Snippets (cloud-init user-data) cannot be uploaded\n" +
-			"through PVE's API; the simulator keeps them in memory.",
+			"Secret and a Provider for it. Every node has the storage local with iso content, to\n" +
+			"which the provider uploads the NoCloud seed ISOs that carry user data, as on PVE.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.UnauthorizedDelay == 0 {
+				o.UnauthorizedDelay = -1 // Options read 0 as PVE's 3s
+			}
 			s, err := proxmoxsim.Start(o)
 			if err != nil {
 				return err
@@ -78,11 +81,12 @@ func newSimProxmoxCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Addr, "addr", "127.0.0.1:8006", "Address to serve on (loopback)")
+	f.StringVar(&o.Addr, "addr", "127.0.0.1:8006", "Address to serve on: a loopback address (127.0.0.0/8, ::1 or localhost) and a port; others are refused")
 	f.StringSliceVar(&o.Nodes, "nodes", []string{"pve1", "pve2"}, "Node names; the first serves the API and holds the templates")
 	f.StringSliceVar(&o.Bridges, "bridges", []string{"vmbr0", "vmbr1"}, "Linux bridges every node has")
 	f.DurationVar(&o.GuestAgentDelay, "guest-agent-delay", time.Second, "How long after start a guest agent answers; negative: never")
 	f.DurationVar(&o.TaskDelay, "task-delay", 200*time.Millisecond, "How long a task (clone, start, …) runs")
+	f.DurationVar(&o.UnauthorizedDelay, "unauthorized-delay", 3*time.Second, "How long a 401 answer is held back, as Proxmox VE holds it 3s; 0 or negative: not at all")
 	f.StringVar(&caFile, "ca-file", "pve-ca.pem", "Where to write the PEM certificate to verify the simulator with (caBundle)")
 	return cmd
 }

@@ -60,6 +60,6 @@ func newProviderCommand() *cobra.Command {
 		},
 	}
 	mf.bind(cmd.Flags())
-	cmd.Flags().StringVar(&pf.proxmoxSnippetsDir, "proxmox-snippets-dir", "", "proxmox: where the nodes' snippets storages are mounted (<dir>/<storage>/snippets), for cloud-init user-data")
+	cmd.Flags().StringVar(&pf.proxmoxSnippetsDir, "proxmox-snippets-dir", "", "proxmox: where the nodes' snippets storages are mounted (<dir>/<storage>/snippets), to pass user-data as cicustom snippets instead of uploaded seed ISOs")
 	return cmd
 }

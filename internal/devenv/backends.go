@@ -1,7 +1,6 @@
 package devenv
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -52,6 +51,8 @@ func StartBackends() (*Backends, error) {
 		Bridges:         []string{"vmbr0", "vmbr1"},
 		GuestAgentDelay: time.Second,
 		TaskDelay:       200 * time.Millisecond,
+		// The controllers retry a rejected credential; PVE's 3 s would only slow them.
+		UnauthorizedDelay: -1,
 	})
 	if err != nil {
 		vs.Stop()
@@ -132,14 +133,11 @@ func (b *Backends) Stop() {
 	}
 }
 
-// ProviderConfigs are the providers that serve the simulated backends. The Proxmox
-// provider writes user-data snippets straight into the simulator, as an administrator's
-// shared snippets storage would receive them.
+// ProviderConfigs are the providers that serve the simulated backends, as banlieue
+// provider runs them by default: the Proxmox provider uploads user data as NoCloud
+// seed ISOs through the API, to the simulator's local storage.
 func (b *Backends) ProviderConfigs() []providersdk.Config {
-	snippets := proxmox.SnippetWriterFunc(func(_ context.Context, node, storage, name string, data []byte) error {
-		return b.Proxmox.WriteSnippet(node, storage, name, data)
-	})
-	configs := []providersdk.Config{vsphere.Config(), proxmox.Config(proxmox.WithSnippetWriter(snippets))}
+	configs := []providersdk.Config{vsphere.Config(), proxmox.Config()}
 	if b.Libvirt != nil {
 		configs = append(configs, libvirt.Config())
 	}

@@ -56,18 +56,28 @@ func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all 
 			since = c.Add(-time.Minute).Unix()
 		}
 		if m.Object.GetDeletionTimestamp() == nil {
-			if tmpl, err := s.template(m, all); err == nil {
+			if tmpl, err := s.template(ctx, m, all); err == nil {
 				source = strconv.Itoa(tmpl.vmid)
 			}
 		}
 	}
 	var found cloneSearch
+	mine := s.clonedFor(m.UID)
 	for _, t := range tasks {
 		if t.Type != "qmclone" || t.StartTime < since || (source != "" && t.ID != source) {
 			continue
 		}
-		if owner, ok := s.cloneOwner(t.UPID); ok && owner != m.UID {
+		if !t.Running() && t.Status != "OK" {
+			continue // a failed clone left no VM: PVE removes its config
+		}
+		owner, ok := s.cloneOwner(t.UPID)
+		if ok && owner != m.UID {
 			continue // this session's clone for another machine
+		}
+		if !ok && mine {
+			// Another client's: this session cloned for the machine after it had found
+			// no clone of an earlier session in flight, so this one is not the machine's.
+			continue
 		}
 		if t.Running() {
 			return cloneSearch{running: t.UPID}, nil
@@ -78,20 +88,50 @@ func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all 
 }
 
 // startedClone is a clone task this session started: the machine it makes a VM for,
-// and when it started, on the driver's clock.
+// the VMID it makes, and when it started, on the driver's clock.
 type startedClone struct {
-	uid k8stypes.UID
-	at  time.Time
+	uid  k8stypes.UID
+	vmid int
+	at   time.Time
 }
 
-// cloneStarted records a clone task this session started for the machine uid, and
-// forgets those older than cloneMemory.
-func (s *session) cloneStarted(upid string, uid k8stypes.UID) {
+// cloneStarted records a clone task this session started for the machine uid onto
+// vmid, and forgets those older than cloneMemory.
+func (s *session) cloneStarted(upid string, uid k8stypes.UID, vmid int) {
 	now := s.driver.now()
 	s.clonesMu.Lock()
 	defer s.clonesMu.Unlock()
 	maps.DeleteFunc(s.clones, func(_ string, c startedClone) bool { return now.Sub(c.at) > cloneMemory })
-	s.clones[upid] = startedClone{uid: uid, at: now}
+	s.clones[upid] = startedClone{uid: uid, vmid: vmid, at: now}
+}
+
+// clonedFor reports whether this session started a clone for the machine uid.
+func (s *session) clonedFor(uid k8stypes.UID) bool {
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	for _, c := range s.clones {
+		if c.uid == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// othersVMIDs are the VMIDs this session cloned onto for machines other than uid.
+func (s *session) othersVMIDs(uid k8stypes.UID) map[int]bool {
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	out, mine := map[int]bool{}, map[int]bool{}
+	for _, c := range s.clones {
+		if c.uid != uid {
+			out[c.vmid] = true
+		} else {
+			mine[c.vmid] = true
+		}
+	}
+	// A VMID may have been another machine's clone that failed, then this one's.
+	maps.DeleteFunc(out, func(vmid int, _ bool) bool { return mine[vmid] })
+	return out
 }
 
 // cloneOwner is the machine a clone task this session started makes a VM for.

@@ -38,7 +38,7 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs provid
 	if err := m.Options("proxmox", opts); err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	tmpl, err := s.template(m, st.guests)
+	tmpl, err := s.template(ctx, m, st.guests)
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
@@ -47,13 +47,18 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs provid
 		return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachinePlacementInvalidReason,
 			"the machine names no failure domain and spec.proxmox.node is empty; set one to the node the VM goes on")
 	}
-	snippet, err := s.writeUserData(ctx, m, node)
+	userData, upload, err := s.writeUserData(ctx, m, node)
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
+	if upload != "" {
+		// The seed's upload is this call's step: the clone follows once the storage
+		// lists the file, and the VM never refers to an ISO that is not there.
+		return providersdk.CreateResult{Task: task(upload, providersdk.OperationCreate)}, nil
+	}
 	clone := pve.CloneOptions{
 		Name:        machineVMName(m.Namespace, m.Name),
-		Description: description(m, snippet),
+		Description: description(m, userData),
 		Pool:        first(opts.Pool, s.pool),
 		Linked:      opts.CloneMode == "linked",
 	}
@@ -67,7 +72,7 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs provid
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	s.cloneStarted(upid, m.UID)
+	s.cloneStarted(upid, m.UID, vmid)
 	return providersdk.CreateResult{
 		Task:    task(upid, providersdk.OperationClone),
 		Details: &infrav1.ProxmoxStatus{Node: node, VMID: int32(vmid)},
@@ -135,8 +140,10 @@ func (s *session) takeVMID(ctx context.Context, start func(vmid int) (string, er
 
 // template finds the machine's template: its resolved "<node>/<vmid>", or its ref, a
 // VMID or a template's name. The node is read from the cluster, as a template may have
-// moved.
-func (s *session) template(m *providersdk.Machine, all []pve.Resource) (templateRef, error) {
+// moved. The listing's template flag lags behind the config (see unreported): a VM
+// the ref names by VMID that the listing does not show as a template yet, as one just
+// imported, is one when its config says so (one call, only then).
+func (s *session) template(ctx context.Context, m *providersdk.Machine, all []pve.Resource) (templateRef, error) {
 	img := m.Spec.Image
 	ref := img.Ref
 	if _, vmid, ok := strings.Cut(img.ResolvedRef, "/"); ok {
@@ -144,6 +151,20 @@ func (s *session) template(m *providersdk.Machine, all []pve.Resource) (template
 	}
 	if r, ok := findTemplate(all, ref); ok {
 		return templateRef{node: r.Node, vmid: r.VMID}, nil
+	}
+	if vmid, err := strconv.Atoi(strings.TrimSpace(ref)); err == nil {
+		for _, r := range all {
+			if r.VMID != vmid {
+				continue
+			}
+			conf, err := s.config(ctx, r.Node, r.VMID)
+			if err != nil {
+				return templateRef{}, err
+			}
+			if conf["template"] == "1" {
+				return templateRef{node: r.Node, vmid: r.VMID}, nil
+			}
+		}
 	}
 	return templateRef{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason,
 		"template %q not found in Proxmox VE cluster %s", first(img.ResolvedRef, img.Ref), s.cluster)

@@ -254,9 +254,9 @@ func TestStartedClonesAreForgottenAfterCloneMemory(t *testing.T) {
 	start, offset := time.Now(), time.Duration(0)
 	d.now = func() time.Time { return start.Add(offset) }
 	s := connect(t, sim, d)
-	s.cloneStarted("UPID:old", "a")
+	s.cloneStarted("UPID:old", "a", 100)
 	offset = cloneMemory + time.Second
-	s.cloneStarted("UPID:new", "b")
+	s.cloneStarted("UPID:new", "b", 101)
 	if _, ok := s.cloneOwner("UPID:old"); ok {
 		t.Error("a clone started more than cloneMemory ago is still remembered")
 	}

@@ -27,8 +27,11 @@
 //
 //	node             comma-separated nodes that may hold VMs; every online node by default
 //	pool             resource pool new VMs join (spec.proxmox.pool overrides it)
-//	snippetsStorage  storage that holds user-data snippets; by default the first
-//	                 storage of the VM's node with the snippets content type
+//	isoStorage       storage that holds the machines' NoCloud seed ISOs; by default
+//	                 the first storage of the VM's node with the iso content type,
+//	                 a shared one first
+//	snippetsStorage  storage that holds user-data snippets, with a SnippetWriter; by
+//	                 default the first storage of the VM's node with snippets
 //	imageStorage     storage that Url images are downloaded to; by default the first
 //	                 storage of the import node with the import content type
 //	templateStorage  storage of imported templates' disks; by default the import
@@ -84,22 +87,54 @@
 // reserves nothing: PVE reserves the VMID when it answers the clone request. So the
 // driver's workers take turns per cluster from asking for it until the clone request is
 // answered, and never get the same VMID; a clone refused because another client of the
-// cluster took the VMID meanwhile asks again. Once the clone task ends, Update shapes
+// cluster took the VMID meanwhile asks again. PVE decides the race in the clone's
+// worker too: a clone task that fails because another request's worker had the VMID
+// first ("can't lock file '/var/lock/qemu-server/lock-<vmid>.conf' - got timeout", or
+// "unable to create VM <vmid>: config file already exists") left no VM, so the
+// machine, whose status.proxmox names a VM that is not its own, is cloned again on a
+// new VMID at once rather than reported TaskFailed. A change refused because the VM
+// is busy (another task holds its config lock longer than PVE's 10-second wait, its
+// config carries a lock, or someone changed it since it was read) is a wait, retried
+// soon; a cluster without quorum ("cluster not ready - no quorum?", or its read-only
+// /etc/pve) is reported as an unreachable backend, saying so, and retried with
+// backoff until quorum is back. Once the clone task ends, Update shapes
 // it one step a call: one config update (cores, memory, firmware: bios=ovmf with an
 // efidisk0, machine q35 and pre-enrolled keys for efi-secure; added disks scsiN on
 // their storage class's storage; NIC i on interface i's bridge keeping the template's
 // model and MAC, extra template NICs removed; ipconfigN from the interface's IPAM, dhcp
-// or static, and nameserver; cicustom; the identity tag), then a resize task per disk
-// to grow, then power. CPU, memory and firmware changes wait for the VM to be stopped
+// or static, and nameserver; the user data's seed CD-ROM, or cicustom; the identity
+// tag), then a resize task per disk to grow, then power. CPU, memory and firmware changes wait for the VM to be stopped
 // (ResizeRequiresPowerOff otherwise); disks only grow (DiskShrinkNotSupported
 // otherwise).
 //
-// User data reaches the guest as a cloud-init snippet, snippets/banlieue-<uid>.yaml,
-// referenced by cicustom user=<storage>:snippets/<name>; PVE generates the meta-data and
-// network config. PVE's API cannot upload snippets, so the driver writes them through a
-// SnippetWriter (WithSnippetWriter): DirSnippetWriter for a snippets storage the provider
-// mounts, or anything else that can reach the node. Without one, a machine with user
-// data fails with a message saying so. Delete removes the snippet through the storage API.
+// User data reaches the guest through PVE's API alone, as a NoCloud seed: an ISO 9660
+// image labelled cidata (package nocloud) with user-data, meta-data (instance-id = the
+// machine's UID, local-hostname = its name) and, when an interface has static IPAM,
+// network-config (version 2: each interface found by its MAC, its addresses, default
+// routes and name servers; DHCP for the others). PVE gives a clone's NICs new random
+// MACs, so NIC i of such a machine gets a locally administered MAC made from the
+// machine's UID and i, which the seed names. Create, the one call that has the user
+// data, uploads it (POST .../storage/{storage}/upload, content iso) as
+// iso/banlieue-<uid>-<hash>.iso (hash: 8 hex digits of the seed's SHA-256) to the
+// isoStorage parameter's storage, else the VM's node's first storage for ISO images,
+// shared ones first, and returns the upload's task; the next Create finds the file in
+// the storage's listing and clones, naming it in the VM's description. So an unchanged
+// seed is uploaded once whatever happens to the provider, a changed one is a new file
+// (the machine's other seeds there are removed), and the VM never names an ISO that is
+// not there. Update attaches it before the first start as a CD-ROM on the template's
+// cloud-init drive (ide2 usually), which it replaces: the guest sees one NoCloud source,
+// ours, and PVE frees the cloud-init volume (templates without one get the first free
+// IDE slot, then SATA). A node without a storage for ISO images is PlacementInvalid,
+// naming the node and what to configure. The seed is not the VM's own volume, so
+// Delete, once the VM is destroyed, removes every banlieue-<uid>-*.iso of the machine
+// from the node's ISO storages, and waits for that too.
+//
+// With a SnippetWriter (WithSnippetWriter), for installations that mount their nodes'
+// snippets storage, user data is a cloud-init snippet instead,
+// snippets/banlieue-<uid>.yaml, referenced by cicustom user=<storage>:snippets/<name>;
+// PVE generates the meta-data and network config from ipconfigN. PVE's API cannot
+// upload snippets: DirSnippetWriter writes them to a storage the provider mounts. Delete
+// removes the snippet through the storage API.
 //
 // # Identity
 //
@@ -122,15 +157,23 @@
 // way. So a machine reconciled again costs no listing, and a VM that is gone takes one
 // to be sure it did not move. A new machine costs one: Observe hands its listing (or
 // the VM it found) to the Create, Update or Delete of the same reconcile in
-// Observation.State, and they act on it without reading PVE again. Either way a VM with
+// Observation.State, and they act on it without reading PVE again. The listing's
+// names, status and template flags come from pvestatd, which reports every 10
+// seconds: a new VM is listed with status unknown and no name until then (a clone
+// still in flight then keeps PVE's "VM <vmid>"), while tags and locks are current. So
+// when no guest matches, the guests the listing has not named yet are confirmed by
+// their config too, but for clones in flight and the VMs this session cloned for other
+// machines; they are few and briefly there, and a template just imported is taken by
+// its config's flag. Either way a VM with
 // the tag but another UID is left alone (IdentityMismatch). A clone in flight has
 // neither name nor description (its config holds only lock: clone), so a provider that
 // crashed after starting one cannot recognise it: when Observe does not find the VM and
 // some VM is locked by a clone, it reads the cluster's tasks (one call) and reports any
 // qmclone task of the template (of any template for a machine being deleted) started
 // since the machine was created, other than those the session started for other
-// machines, as the task in flight; the machine waits for it instead of cloning again or
-// being released. When such a task has ended by then, the VM it made may have been
+// machines, those that failed (PVE removes a failed clone's config) and, once the
+// session cloned for the machine itself, those it did not start, as the task in
+// flight; the machine waits for it instead of cloning again or being released. When such a task has ended by then, the VM it made may have been
 // locked and nameless in the listing, so the cluster is listed again.
 //
 // # Power

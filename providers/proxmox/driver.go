@@ -23,9 +23,11 @@ const (
 )
 
 // SnippetWriter puts a cloud-init snippet into the snippets directory of a node's
-// storage. PVE's API cannot upload snippets (its upload takes iso, vztmpl and import
-// only), so user data reaches a node through a side channel: a storage shared with the
-// provider (DirSnippetWriter), scp, or a test simulator.
+// storage. By default user data reaches the guest as a NoCloud seed ISO uploaded
+// through PVE's API; a driver with a SnippetWriter writes it as a cicustom snippet
+// instead, which PVE's API cannot upload (its upload takes iso, vztmpl and import
+// only): through a storage shared with the provider (DirSnippetWriter), scp, or a test
+// simulator.
 type SnippetWriter interface {
 	// WriteSnippet writes data as snippets/<name> on storage, as node sees it.
 	WriteSnippet(ctx context.Context, node, storage, name string, data []byte) error
@@ -74,8 +76,9 @@ func WithResponseTimeout(d time.Duration) Option {
 	return func(dr *Driver) { dr.responseTimeout = d }
 }
 
-// WithSnippetWriter sets how user data reaches the nodes' snippets storage. Without
-// one, a machine with user data fails with a message saying so.
+// WithSnippetWriter makes user data a cicustom snippet that w writes to the nodes'
+// snippets storage. Without one, user data is a NoCloud seed ISO uploaded through PVE's
+// API.
 func WithSnippetWriter(w SnippetWriter) Option { return func(dr *Driver) { dr.snippets = w } }
 
 // NewDriver returns a Driver configured by opts.

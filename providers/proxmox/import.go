@@ -162,17 +162,23 @@ func (s *session) importStep(ctx context.Context, st *importState, p importPlan)
 func (s *session) findImported(ctx context.Context, all []pve.Resource, p importPlan) (*pve.Resource, error) {
 	var found *pve.Resource
 	for i, r := range all {
-		if r.Name != p.name {
+		if r.Name != p.name && !unreported(r) {
 			continue
 		}
 		conf, err := s.config(ctx, r.Node, r.VMID)
 		if err != nil {
+			if r.Name != p.name && pve.IsNodeUnreachable(err) {
+				continue
+			}
 			return nil, err
 		}
 		desc := conf["description"]
 		if descriptionValue(desc, DescriptionImageUIDKey) != string(p.uid) || descriptionValue(desc, descriptionImageFile) != p.file {
 			continue
 		}
+		// The listing's name and template flag lag behind the config.
+		all[i].Name, all[i].Template = conf["name"], conf["template"] == "1"
+		r = all[i]
 		if found == nil || (r.Template && !found.Template) || (r.Template == found.Template && r.VMID < found.VMID) {
 			found = &all[i]
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -112,7 +113,11 @@ func (s *session) direct(ctx context.Context, m *providersdk.Machine, loc locati
 }
 
 // findIn finds the machine's VM on a guest list already read: a guest with its tag or
-// its name, confirmed by the UID in its description. It returns nil when there is none.
+// its name, confirmed by the UID in its description. The listing's names lag (see
+// unreported), so when none matches, the guests whose name the listing does not know
+// yet are confirmed the same way, but for clones in flight (pendingClone's concern)
+// and the VMs this session cloned for other machines: after a clone has ended, such
+// guests are few and briefly there. It returns nil when there is none.
 func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk.Machine) (*vmState, error) {
 	tag, name := TagPrefix+string(m.UID), machineVMName(m.Namespace, m.Name)
 	for _, r := range all {
@@ -132,7 +137,39 @@ func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk
 		}
 		return &vmState{Resource: r, conf: conf}, nil
 	}
+	var others map[int]bool
+	for _, r := range all {
+		if !unreported(r) || r.Lock == "clone" {
+			continue
+		}
+		if others == nil {
+			others = s.othersVMIDs(m.UID)
+		}
+		if others[r.VMID] {
+			continue
+		}
+		conf, err := s.config(ctx, r.Node, r.VMID)
+		switch {
+		case pve.IsNodeUnreachable(err):
+			continue // its node is down: the VM cannot be confirmed, nor changed
+		case err != nil:
+			return nil, err
+		case conf == nil || conf["template"] == "1" || descriptionUID(conf["description"]) != string(m.UID):
+			continue
+		}
+		r.Name, r.Lock, r.Tags = conf["name"], conf["lock"], conf["tags"]
+		return &vmState{Resource: r, conf: conf}, nil
+	}
 	return nil, nil
+}
+
+// unreported reports whether the listing does not know a guest's name: PVE's
+// /cluster/resources has a guest's name, status and template flag from pvestatd,
+// which reports every 10 seconds, so a new guest is listed with status unknown and
+// no name until then, and a clone that was still in flight then keeps the name PVE
+// gives a config without one, "VM <vmid>", until the next report.
+func unreported(r pve.Resource) bool {
+	return !r.Template && (r.Name == "" || r.Name == "VM "+strconv.Itoa(r.VMID))
 }
 
 // config reads a VM's config; nil when the VM is gone.

@@ -36,7 +36,14 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		case clone != "":
 			return inFlightClone(task(clone, providersdk.OperationClone)), nil
 		case vm == nil:
-			return providersdk.Observation{State: &observed{guests: all}}, nil
+			o := providersdk.Observation{State: &observed{guests: all}}
+			if state == taskRunning {
+				// No VM yet or any more, and the machine's task runs: a seed's upload
+				// before the clone, a seed's removal after the VM is destroyed. It is
+				// waited for, so neither is started twice.
+				o.Task = m.Task
+			}
+			return o, nil
 		}
 		o, err := s.observe(ctx, m, vm)
 		if pve.IsNotFound(err) {
@@ -165,13 +172,22 @@ func (s *session) addresses(ctx context.Context, vm *vmState) ([]banlieuev1.Mach
 }
 
 // Delete stops the VM Observe found, then destroys it with its disks (purge=1,
-// destroy-unreferenced-disks=1) and its user-data snippet, each as a task. It
-// succeeds when the VM is gone. A clone that may be making the VM is Observe's
+// destroy-unreferenced-disks=1) and its user-data snippet, each as a task; once the
+// VM is gone (or when there never was one), it removes the machine's seed ISOs, which
+// PVE keeps as they are not the VM's own volumes (see deleteSeeds). It succeeds when
+// the VM and its seeds are gone. A clone that may be making the VM is Observe's
 // concern: it reports it in flight, and the Reconciler waits for it.
-func (s *session) Delete(ctx context.Context, _ *providersdk.Machine, obs providersdk.Observation) (providersdk.DeleteResult, error) {
+func (s *session) Delete(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.DeleteResult, error) {
 	st, err := stateOf(obs, "delete")
-	if err != nil || st.vm == nil {
+	if err != nil {
 		return providersdk.DeleteResult{}, err
+	}
+	if st.vm == nil {
+		upid, err := s.deleteSeeds(ctx, m)
+		if err != nil || upid == "" {
+			return providersdk.DeleteResult{}, err
+		}
+		return providersdk.DeleteResult{Task: task(upid, providersdk.OperationDelete)}, nil
 	}
 	vm := st.vm
 	if st.running {

@@ -40,7 +40,7 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 		}
 		change := pve.ConfigChange{Set: ch.set, Delete: ch.del, Digest: vm.conf["digest"]}
 		if err := s.api.SetConfig(ctx, vm.Node, vm.VMID, change); err != nil {
-			return providersdk.UpdateResult{}, pve.Refused("update the config of VM "+strconv.Itoa(vm.VMID), err)
+			return providersdk.UpdateResult{}, pve.Refused("update the config of VM "+strconv.Itoa(vm.VMID), busy(err))
 		}
 		return providersdk.UpdateResult{}, nil
 	}
@@ -50,7 +50,7 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 		disk := disks[0]
 		upid, err := s.api.Resize(ctx, vm.Node, vm.VMID, disk, ch.grow[disk])
 		if err != nil {
-			return providersdk.UpdateResult{}, pve.Refused("grow disk "+disk+" of VM "+strconv.Itoa(vm.VMID), err)
+			return providersdk.UpdateResult{}, pve.Refused("grow disk "+disk+" of VM "+strconv.Itoa(vm.VMID), busy(err))
 		}
 		return providersdk.UpdateResult{Task: task(upid, providersdk.OperationUpdate)}, nil
 	}
@@ -84,7 +84,7 @@ func (s *session) setPower(ctx context.Context, vm *vmState, have, want banlieue
 		upid, err = s.api.Suspend(ctx, vm.Node, vm.VMID)
 	}
 	if err != nil {
-		return providersdk.UpdateResult{}, pve.Refused(action+" VM "+strconv.Itoa(vm.VMID), err)
+		return providersdk.UpdateResult{}, pve.Refused(action+" VM "+strconv.Itoa(vm.VMID), busy(err))
 	}
 	return providersdk.UpdateResult{Task: task(upid, providersdk.OperationUpdate)}, nil
 }

@@ -2,6 +2,8 @@ package proxmox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -30,6 +32,9 @@ const (
 const (
 	// ParamSnippetsStorage names the storage that holds cloud-init snippets.
 	ParamSnippetsStorage = "snippetsStorage"
+	// ParamISOStorage names the storage that holds the machines' NoCloud seed ISOs; it
+	// needs the iso content type.
+	ParamISOStorage = "isoStorage"
 	// ParamPool is the resource pool new VMs join.
 	ParamPool = "pool"
 	// ParamNode limits the failure domains to these comma-separated nodes; the first
@@ -54,6 +59,7 @@ type session struct {
 
 	nodes           []string
 	snippetsStorage string
+	isoStorage      string
 	pool            string
 	storageClasses  []providersdk.ClassTarget
 	networkClasses  []providersdk.ClassTarget
@@ -109,13 +115,14 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 	cl, err := api.Cluster(ctx)
 	if err != nil {
 		api.Close()
-		return nil, err
+		return nil, credentialsLackPrivilege(api, info, err)
 	}
 	s := &session{
 		driver:          d,
 		api:             api,
 		cluster:         first(cl.Name, p.Name),
 		snippetsStorage: p.Spec.Parameters[ParamSnippetsStorage],
+		isoStorage:      p.Spec.Parameters[ParamISOStorage],
 		pool:            p.Spec.Parameters[ParamPool],
 		storageClasses:  info.StorageClasses(),
 		networkClasses:  info.NetworkClasses(),
@@ -140,6 +147,27 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Connected to Proxmox VE", "endpoint", api.URL(), "cluster", s.cluster)
 	return s, nil
+}
+
+// credentialsLackPrivilege reports a PVE that took the credentials but refuses the
+// cluster's status for want of a privilege (Sys.Audit on /) as rejected credentials:
+// the Provider's CredentialsValid condition turns False with a message naming the
+// privilege and path, as the credentials cannot serve the provider. Other errors are
+// returned as they are.
+func credentialsLackPrivilege(api *pve.Client, info providersdk.ProviderInfo, err error) error {
+	pe, ok := pve.AsPermissionError(err)
+	if !ok {
+		return err
+	}
+	msg := fmt.Sprintf("Proxmox VE %s accepted the credentials in Secret %s, but ", api.Host(), info.SecretRef())
+	if pe.Privilege != "" {
+		msg += fmt.Sprintf("they lack %s on %s, which the provider needs", pe.Privilege, pe.Path)
+	} else {
+		msg += "they lack a privilege the provider needs"
+	}
+	// The PVE error stays out of the chain: it is a PermanentError, which the SDK would
+	// otherwise also see.
+	return providersdk.Unauthorized(errors.New(msg))
 }
 
 // Disconnect closes the session's idle connections.

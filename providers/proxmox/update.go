@@ -94,9 +94,7 @@ func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error
 	if err := s.nicChanges(m, vm.conf, &c); err != nil {
 		return c, err
 	}
-	if snippet := descriptionValue(vm.conf["description"], descriptionUserData); snippet != "" && vm.conf["cicustom"] != "user="+snippet {
-		c.set["cicustom"] = "user=" + snippet
-	}
+	userDataChanges(m, vm.conf, &c)
 	tag := TagPrefix + string(m.UID)
 	if tags := vm.conf.Tags(); !slices.Contains(tags, tag) {
 		c.set["tags"] = pve.JoinTags(append(tags, tag))
@@ -115,18 +113,27 @@ func hardware(conf pve.Config, disks []string) providersdk.Hardware {
 }
 
 // nicChanges puts NIC i on the bridge of interface i's network class (keeping the
-// template's model and MAC), sets ipconfigN from the interface's IPAM, and removes the
+// template's model and the clone's MAC, or giving it the MAC the machine's seed ISO
+// names it by, see seedMACs), sets ipconfigN from the interface's IPAM, and removes the
 // template's NICs beyond the interfaces. A machine without interfaces keeps the
 // template's NICs.
 func (s *session) nicChanges(m *providersdk.Machine, conf pve.Config, c *changeSet) error {
 	if len(m.Spec.Interfaces) == 0 {
 		return nil
 	}
+	var macs []string
+	if isSeedOf(descriptionValue(conf["description"], descriptionUserData), m.UID) {
+		macs = seedMACs(m)
+	}
 	for i, iface := range m.Spec.Interfaces {
 		key := "net" + strconv.Itoa(i)
 		p := pve.ParseProperty(conf[key])
 		if p.First == "" {
 			p = pve.ParseProperty("virtio")
+		}
+		if macs != nil {
+			model, _, _ := strings.Cut(p.First, "=")
+			p.First = model + "=" + macs[i]
 		}
 		bridge := first(iface.Target[targetBridge], p.Opts["bridge"])
 		if bridge == "" {
@@ -162,37 +169,67 @@ func (s *session) nicChanges(m *providersdk.Machine, conf pve.Config, c *changeS
 	return nil
 }
 
-// ipConfig is an interface's cloud-init network config, as PVE's ipconfigN writes it,
-// and its name servers: DHCP unless the IPAM is static.
-func ipConfig(iface infrav1.MachineInterface) (string, string, error) {
+// addressing is an interface's IP configuration as its IPAM gives it, which PVE's
+// ipconfigN (ipConfig) and the seed's network-config (seedInterfaces) both render.
+type addressing struct {
+	dhcp        bool
+	addresses   []netip.Prefix
+	gateway     netip.Addr
+	nameservers []string
+}
+
+// hasStaticIPAM reports whether an interface's addresses are static.
+func hasStaticIPAM(iface infrav1.MachineInterface) bool {
+	return iface.IPAM != nil && iface.IPAM.Source == banlieuev1.IPAMSourceStatic
+}
+
+// addressingOf reads an interface's IPAM: DHCP unless it is static.
+func addressingOf(iface infrav1.MachineInterface) (addressing, error) {
 	if iface.IPAM == nil || iface.IPAM.Source == "" || iface.IPAM.Source == banlieuev1.IPAMSourceDHCP {
-		return "ip=dhcp", "", nil
+		return addressing{dhcp: true}, nil
 	}
-	if iface.IPAM.Source != banlieuev1.IPAMSourceStatic || !iface.IPAM.Static.IsDefined() {
-		return "", "", providersdk.Permanent(infrav1.MachineFailedReason,
+	if !hasStaticIPAM(iface) || !iface.IPAM.Static.IsDefined() {
+		return addressing{}, providersdk.Permanent(infrav1.MachineFailedReason,
 			"interface %q: IPAM source %s is not supported by the Proxmox provider; use dhcp or static", iface.Name, iface.IPAM.Source)
 	}
 	st := iface.IPAM.Static
-	var parts []string
-	gw, _ := netip.ParseAddr(st.Gateway)
-	for _, a := range st.Addresses {
-		p, err := netip.ParsePrefix(a)
+	a := addressing{nameservers: st.Nameservers}
+	a.gateway, _ = netip.ParseAddr(st.Gateway)
+	for _, s := range st.Addresses {
+		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return "", "", providersdk.Permanent(infrav1.MachineFailedReason, "interface %q: address %q is not in CIDR notation", iface.Name, a)
+			return addressing{}, providersdk.Permanent(infrav1.MachineFailedReason, "interface %q: address %q is not in CIDR notation", iface.Name, s)
 		}
+		a.addresses = append(a.addresses, p)
+	}
+	return a, nil
+}
+
+// ipConfig is an interface's cloud-init network config, as PVE's ipconfigN writes it
+// (one address of each family, with the gateway of its family), and its name servers.
+func ipConfig(iface infrav1.MachineInterface) (string, string, error) {
+	a, err := addressingOf(iface)
+	switch {
+	case err != nil:
+		return "", "", err
+	case a.dhcp:
+		return "ip=dhcp", "", nil
+	}
+	var parts []string
+	for _, p := range a.addresses {
 		if p.Addr().Is4() && !slices.ContainsFunc(parts, func(s string) bool { return strings.HasPrefix(s, "ip=") }) {
 			parts = append(parts, "ip="+p.String())
-			if gw.Is4() {
-				parts = append(parts, "gw="+gw.String())
+			if a.gateway.Is4() {
+				parts = append(parts, "gw="+a.gateway.String())
 			}
 		} else if p.Addr().Is6() && !slices.ContainsFunc(parts, func(s string) bool { return strings.HasPrefix(s, "ip6=") }) {
 			parts = append(parts, "ip6="+p.String())
-			if gw.Is6() {
-				parts = append(parts, "gw6="+gw.String())
+			if a.gateway.Is6() {
+				parts = append(parts, "gw6="+a.gateway.String())
 			}
 		}
 	}
-	return strings.Join(parts, ","), strings.Join(st.Nameservers, " "), nil
+	return strings.Join(parts, ","), strings.Join(a.nameservers, " "), nil
 }
 
 // cpus is a config's vCPU count: cores times sockets.

@@ -43,6 +43,11 @@ func startBackends(t *testing.T) *backends {
 		Bridges:         []string{"vmbr0"},
 		GuestAgentDelay: time.Second,
 		TaskDelay:       200 * time.Millisecond,
+		// Faults that reject credentials would otherwise wait PVE's 3 s per answer.
+		UnauthorizedDelay: -1,
+		// The listing lags as pvestatd's does (shorter than its 10s, so faults land
+		// both before and after a new VM is reported).
+		StatusInterval: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatalf("failed to start the Proxmox VE simulator: %v", err)

@@ -81,6 +81,26 @@ func proxmoxVMs(_ context.Context, sim *proxmoxsim.Simulator) ([]backendVM, erro
 	return out, nil
 }
 
+// proxmoxSeeds lists the NoCloud seed ISOs the Proxmox provider uploads,
+// iso/banlieue-<uid>-<hash>.iso, on every node's view of the storages, by the machine
+// UID in their name: PVE keeps them when their VM is destroyed, so the provider
+// removes them itself, and one whose machine is gone is left behind.
+func proxmoxSeeds(_ context.Context, sim *proxmoxsim.Simulator) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, v := range sim.Volumes("iso") {
+		_, name, _ := strings.Cut(v.VolID, ":")
+		rest, ok := strings.CutPrefix(name, "iso/"+proxmox.TagPrefix)
+		if !ok || !strings.HasSuffix(rest, ".iso") || len(rest) < 37 || rest[36] != '-' {
+			continue
+		}
+		if _, err := uuid.Parse(rest[:36]); err != nil {
+			continue
+		}
+		out[rest[:36]] = append(out[rest[:36]], strings.TrimPrefix(v.Node+"/", "/")+v.VolID)
+	}
+	return out, nil
+}
+
 // libvirtVMs lists the daemon's domains, whose UUID is the machine's UID.
 func libvirtVMs(_ context.Context, d *libvirtd.Daemon) ([]backendVM, error) {
 	l, err := d.Connect("qemu:///system")
@@ -109,25 +129,30 @@ type backendInventory struct {
 	name string
 	kind string
 	list func(context.Context) ([]backendVM, error)
+	// files lists what the backend keeps for a machine besides its VM and removes
+	// with it (Proxmox VE's seed ISOs), by machine UID; nil when there is none.
+	files func(context.Context) (map[string][]string, error)
 }
 
 // inventories are the running backends.
 func (r *rig) inventories() []backendInventory {
 	b := r.backends
 	invs := []backendInventory{
-		{"vSphere", "VSphereMachine", func(ctx context.Context) ([]backendVM, error) { return vsphereVMs(ctx, b.VSphere) }},
-		{"Proxmox VE", "ProxmoxMachine", func(ctx context.Context) ([]backendVM, error) { return proxmoxVMs(ctx, b.Proxmox) }},
+		{"vSphere", "VSphereMachine", func(ctx context.Context) ([]backendVM, error) { return vsphereVMs(ctx, b.VSphere) }, nil},
+		{"Proxmox VE", "ProxmoxMachine", func(ctx context.Context) ([]backendVM, error) { return proxmoxVMs(ctx, b.Proxmox) },
+			func(ctx context.Context) (map[string][]string, error) { return proxmoxSeeds(ctx, b.Proxmox) }},
 	}
 	if b.Libvirt != nil {
-		invs = append(invs, backendInventory{"libvirt", "LibvirtMachine", func(ctx context.Context) ([]backendVM, error) { return libvirtVMs(ctx, b.Libvirt) }})
+		invs = append(invs, backendInventory{"libvirt", "LibvirtMachine", func(ctx context.Context) ([]backendVM, error) { return libvirtVMs(ctx, b.Libvirt) }, nil})
 	}
 	return invs
 }
 
 // checkInventory compares every backend with the machines that stand for its VMs and
 // fails the test on a duplicate (two backend VMs with one machine's UID), an orphan (a
-// backend VM no machine stands for) or a machine with no backend VM. With empty it also
-// fails on any machine or backend VM at all.
+// backend VM, or a file kept for a machine such as a seed ISO, that no machine stands
+// for) or a machine with no backend VM. With empty it also fails on any machine or
+// backend VM at all.
 func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 	t.Helper()
 	var (
@@ -142,6 +167,10 @@ func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 		vms, err := inv.list(ctx)
+		var files map[string][]string
+		if err == nil && inv.files != nil {
+			files, err = inv.files(ctx)
+		}
 		cancel()
 		if err != nil {
 			t.Fatal(err)
@@ -154,6 +183,7 @@ func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 		for _, m := range machines.Items {
 			ids := byUID[string(m.UID)]
 			delete(byUID, string(m.UID))
+			delete(files, string(m.UID))
 			switch {
 			case empty:
 				problems = append(problems, fmt.Sprintf("%s: %s %s is left", inv.name, inv.kind, m.Name))
@@ -168,6 +198,10 @@ func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 		for uid, ids := range byUID {
 			counts.orphans += len(ids)
 			problems = append(problems, fmt.Sprintf("%s: orphaned VMs with machine UID %q: %s", inv.name, uid, strings.Join(ids, ", ")))
+		}
+		for uid, names := range files {
+			counts.orphans += len(names)
+			problems = append(problems, fmt.Sprintf("%s: leftover files of machine UID %q: %s", inv.name, uid, strings.Join(names, ", ")))
 		}
 	}
 	if len(problems) > 0 {

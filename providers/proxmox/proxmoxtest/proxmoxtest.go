@@ -44,10 +44,11 @@ type Simulator struct {
 type Option func(*proxmoxsim.Options)
 
 // Start starts a simulator for the test and stops it when the test ends. Tasks finish
-// after 20ms and guest agents never answer unless opts say otherwise.
+// after 20ms, the cluster listing lags 50ms behind (pvestatd's 10s, shortened) and
+// guest agents never answer unless opts say otherwise.
 func Start(tb testing.TB, opts ...Option) *Simulator {
 	tb.Helper()
-	o := proxmoxsim.Options{TaskDelay: 20 * time.Millisecond, GuestAgentDelay: -1}
+	o := proxmoxsim.Options{TaskDelay: 20 * time.Millisecond, StatusInterval: 50 * time.Millisecond, GuestAgentDelay: -1, UnauthorizedDelay: -1}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -1,6 +1,7 @@
 package pve
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -67,6 +68,32 @@ func (c *Client) DeleteVolume(ctx context.Context, node, storage, volid string) 
 	var upid string
 	err := c.del(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content/%s", node, storage, volid), nil, &upid)
 	return upid, err
+}
+
+// Upload is a file to upload into a node's storage.
+type Upload struct {
+	// Content is the content type the file is for: iso, vztmpl or import (PVE uploads
+	// no other).
+	Content string
+	// Filename is the file's name in the storage.
+	Filename string
+	// Data is the file.
+	Data []byte
+}
+
+// Upload sends a file to a node's storage in one multipart request and returns the
+// UPID of the task (imgcopy) that moves it into the storage: the storage lists the
+// file once the task has ended. It goes through go-proxmox's UploadReader, which
+// writes the form as pveproxy parses it, over the client's transport (so it is
+// counted), but takes no context: the response timeout bounds it.
+func (c *Client) Upload(ctx context.Context, node, storage string, u Upload) (string, error) {
+	path := "/nodes/" + node + "/storage/" + storage + "/upload"
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	var upid string
+	err := c.api.UploadReader(path, map[string]string{"content": u.Content}, u.Filename, bytes.NewReader(u.Data), int64(len(u.Data)), &upid)
+	return upid, c.fail("POST "+path, err)
 }
 
 // Download is a file for a node's storage to download.

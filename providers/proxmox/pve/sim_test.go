@@ -87,21 +87,7 @@ func TestCloneIsATaskThatMakesTheVM(t *testing.T) {
 	if UPIDNode(upid) != proxmoxtest.Node1 {
 		t.Errorf("UPID %q does not name node %s", upid, proxmoxtest.Node1)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		st, err := c.TaskStatus(ctx, upid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.Running {
-			if st.Failed() {
-				t.Fatalf("clone failed: %s", st.ExitStatus)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("clone still running after 10s")
-		}
-	}
+	waitTask(t, c, upid, "clone")
 	conf, err := c.VMConfig(ctx, proxmoxtest.Node1, vmid)
 	if err != nil || conf["name"] != "web" || len(conf.DiskKeys()) != 1 {
 		t.Fatalf("config of the clone = %v, %v; want the name web and the template's disk", conf, err)
@@ -120,5 +106,26 @@ func TestCloneIsATaskThatMakesTheVM(t *testing.T) {
 	}
 	if templates != 1 || vms != 1 {
 		t.Errorf("Resources lists %d templates and %d VMs %d, want 1 of each: %+v", templates, vms, vmid, all)
+	}
+}
+
+// waitTask waits up to 10 s for the task upid, doing what, to end, and fails the test
+// when it does not or ends in error.
+func waitTask(t *testing.T, c *Client, upid, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := c.TaskStatus(context.Background(), upid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Running {
+			if st.Failed() {
+				t.Fatalf("%s failed: %s", what, st.ExitStatus)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still running after 10s", what)
+		}
 	}
 }

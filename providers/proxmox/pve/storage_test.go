@@ -5,7 +5,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -52,21 +51,8 @@ func TestUploadIsATaskThatStoresTheFile(t *testing.T) {
 			if got := uploadCalls(t) - before; got != 1 {
 				t.Errorf("%v uploads counted under %q, want 1", got, uploadOp)
 			}
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				st, err := c.TaskStatus(ctx, upid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !st.Running {
-					if st.Failed() {
-						t.Fatalf("upload failed: %s", st.ExitStatus)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("upload still running after 10s")
-				}
-			}
+			waitTask(t, c, upid, "upload")
+
 			volid := proxmoxtest.SnippetsStorage + ":iso/" + tt.file
 			vols, err := c.Volumes(ctx, proxmoxtest.Node1, proxmoxtest.SnippetsStorage, VolumeFilter{Content: "iso"})
 			if err != nil || !slices.Contains(vols, volid) {

@@ -183,6 +183,11 @@ func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 		for _, m := range machines.Items {
 			ids := byUID[string(m.UID)]
 			delete(byUID, string(m.UID))
+			if kept := files[string(m.UID)]; len(kept) > 1 {
+				// One machine, one seed: an older one is left behind.
+				counts.orphans += len(kept) - 1
+				problems = append(problems, fmt.Sprintf("%s: %s %s (%s) keeps %d files, not 1: %s", inv.name, inv.kind, m.Name, m.UID, len(kept), strings.Join(kept, ", ")))
+			}
 			delete(files, string(m.UID))
 			switch {
 			case empty:

@@ -31,6 +31,7 @@ const (
 	namespace   = "faults"
 	className   = "faults-small"
 	imageName   = "faults-image"
+	userDataRef = "faults-user-data"
 	vsphereProv = "vcenter-dc1"
 	proxmoxProv = "pve-edge"
 	libvirtProv = "kvm-dev"
@@ -144,15 +145,20 @@ func (r *rig) fleetObjects() []client.Object {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
 		devenv.Class(className, 1, 256),
 		devenv.Image(imageName),
+		builder.UserDataSecret(namespace, userDataRef, map[string][]byte{"user-data": []byte("#cloud-config\nhostname: faults\n")}),
 	}
 }
 
 // newVM is the fleet's VM number i. The first LibvirtVMs go to libvirt, all powered
 // off but the first, so that few QEMU processes run; the others may land on vSphere or
 // Proxmox, so that a Proxmox Provider being deleted has somewhere to move them, and
-// every fourth is powered off.
+// every fourth is powered off. Every third has user data, which each backend hands
+// the guest its own way (Proxmox VE as an uploaded seed ISO the inventory counts).
 func (r *rig) newVM(i int) *banlieuev1.VirtualMachine {
 	vm := builder.VirtualMachine(namespace, fmt.Sprintf("vm-%03d", i), className, imageName)
+	if i%3 == 1 {
+		builder.WithUserData(userDataRef, "")(vm)
+	}
 	sel := &banlieuev1.LabelSelector{}
 	if i < r.size.LibvirtVMs {
 		sel.MatchLabels = map[string]string{"backend": libvirt.ProviderClass}

@@ -22,6 +22,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/internal/builder"
+	"github.com/banlieue/banlieue/pkg/nocloud"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
@@ -38,10 +39,10 @@ func startPVE(t *testing.T, opts ...proxmoxtest.Option) *proxmoxtest.Simulator {
 	}}, opts...)...)
 }
 
-// proxmoxConfig is the Proxmox provider with intervals short enough for tests, writing
-// user-data snippets into the simulator.
-func proxmoxConfig(pve *proxmoxtest.Simulator) providersdk.Config {
-	c := proxmox.Config(proxmox.WithSnippetWriter(pve), proxmox.WithShutdownTimeout(2*time.Second))
+// proxmoxConfig is the Proxmox provider with intervals short enough for tests. It has
+// no snippet writer, as most installations: user data goes up as a seed ISO.
+func proxmoxConfig() providersdk.Config {
+	c := proxmox.Config(proxmox.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
 	c.MachineOptions = testMachineOptions()
 	return c
@@ -77,7 +78,7 @@ var diskSize = regexp.MustCompile(`size=(\d+G)`)
 func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	f := newFixture(t)
 	pve := startPVE(t)
-	f.startProvider(proxmoxConfig(pve))
+	f.startProvider(proxmoxConfig())
 	p := f.proxmoxProvider(pve)
 	f.eventually(p, func(g Gomega) {
 		g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: "))
@@ -98,7 +99,8 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	id := f.vmid("web-1")
 	f.g.Expect(vm.Status.ProviderID).To(Equal(fmt.Sprintf("proxmox://%s/%d", proxmoxtest.Cluster, id)))
 
-	// The VM on the cluster is shaped as its class says, with its user-data as a snippet.
+	// The VM on the cluster is shaped as its class says, with its user data on a NoCloud
+	// seed ISO uploaded to the node's iso storage and attached as a CD-ROM.
 	conf, ok := pve.VM(id)
 	f.g.Expect(ok).To(BeTrue())
 	f.g.Expect(conf).To(HaveKeyWithValue("cores", "2"))
@@ -108,10 +110,16 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	f.g.Expect(diskSize.FindStringSubmatch(conf["scsi0"])).To(ContainElement("20G"))
 	f.g.Expect(diskSize.FindStringSubmatch(conf["scsi1"])).To(ContainElement("5G"))
 	f.g.Expect(conf["description"]).To(ContainSubstring(string(f.machineUIDOf("ProxmoxMachine", "web-1"))))
-	volid := strings.TrimPrefix(conf["cicustom"], "user=")
-	snippet, ok := pve.Volume(proxmoxtest.Node1, volid)
-	f.g.Expect(ok).To(BeTrue(), "snippet %s", volid)
-	f.g.Expect(string(snippet)).To(Equal(userData))
+	volid, _, _ := strings.Cut(conf["ide2"], ",")
+	f.g.Expect(volid).To(HavePrefix("local:iso/banlieue-" + string(f.machineUIDOf("ProxmoxMachine", "web-1")) + "-"))
+	f.g.Expect(conf["ide2"]).To(HaveSuffix(",media=cdrom"))
+	iso, ok := pve.Volume(proxmoxtest.Node1, volid)
+	f.g.Expect(ok).To(BeTrue(), "seed %s", volid)
+	files, label, err := nocloud.ReadISO(iso)
+	f.g.Expect(err).NotTo(HaveOccurred())
+	f.g.Expect(label).To(Equal("cidata"))
+	f.g.Expect(string(files["user-data"])).To(Equal(userData))
+	f.g.Expect(string(files["meta-data"])).To(ContainSubstring(string(f.machineUIDOf("ProxmoxMachine", "web-1"))))
 
 	// Power off and on.
 	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff })
@@ -127,13 +135,13 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	_, ok = pve.VM(id)
 	f.g.Expect(ok).To(BeFalse(), "VM %d is still on the cluster", id)
 	_, ok = pve.Volume(proxmoxtest.Node1, volid)
-	f.g.Expect(ok).To(BeFalse(), "snippet %s is still on the node", volid)
+	f.g.Expect(ok).To(BeFalse(), "seed %s is still on the node", volid)
 }
 
 func TestAProxmoxProviderSaysWhatIsWrongAndRecovers(t *testing.T) {
 	f := newFixture(t)
 	pve := startPVE(t)
-	f.startProvider(proxmoxConfig(pve))
+	f.startProvider(proxmoxConfig())
 	p := f.proxmoxProvider(pve, func(p *banlieuev1.Provider, s *corev1.Secret) {
 		s.Data["tokenSecret"] = []byte("wrong")
 		delete(p.Spec.Parameters, "node") // every online node is a failure domain
@@ -168,7 +176,7 @@ func TestAFailedProxmoxCloneIsReportedThenRetried(t *testing.T) {
 	// A clone that takes a second, as real ones take longer, fails once.
 	pve := startPVE(t, func(o *proxmoxsim.Options) { o.TaskDelays = map[string]time.Duration{"qmclone": time.Second} })
 	pve.FailNextTask("qmclone", "storage 'local-lvm' is full")
-	c := proxmoxConfig(pve)
+	c := proxmoxConfig()
 	// A retry after a few seconds, so the failure is there long enough to be seen.
 	c.MachineOptions = append(c.MachineOptions, providersdk.WithUnreachableBackoff(3*time.Second, 5*time.Second))
 	f.startProvider(c)
@@ -184,7 +192,7 @@ func TestAFailedProxmoxCloneIsReportedThenRetried(t *testing.T) {
 func TestTwentyVMsCreatedAtOnceGetTwentyVMIDs(t *testing.T) {
 	f := newFixture(t)
 	pve := startPVE(t)
-	f.startProvider(proxmoxConfig(pve))
+	f.startProvider(proxmoxConfig())
 	f.proxmoxProvider(pve)
 	class := f.class("tiny", func(c *banlieuev1.VMClass) {
 		c.Spec.Hardware.Disks = []banlieuev1.Disk{{Name: "root", SizeGiB: 10, StorageClass: "fast"}}
@@ -231,7 +239,7 @@ func TestAUrlImageIsImportedOnProxmoxAndAVMIsMadeFromIt(t *testing.T) {
 	t.Cleanup(srv.Close)
 	sum := sha256.Sum256(image)
 
-	f.startProvider(proxmoxConfig(pve))
+	f.startProvider(proxmoxConfig())
 	p := f.proxmoxProvider(pve)
 	img := f.image("jammy", banlieuev1.ImageSource{
 		ProviderClass: proxmox.ProviderClass, Kind: banlieuev1.ImageSourceURL,

@@ -103,7 +103,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnLibvirt(t *testing.T) {
 		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
 	}, 90*time.Second)
-	uid := f.machineUIDOf("LibvirtMachine", "web-1")
+	uid := f.machineUIDOf("LibvirtMachine", vm.Name)
 	f.g.Expect(vm.Status.ProviderID).To(HaveSuffix("/" + uid))
 	f.g.Expect(domains(f.g, d)).To(ConsistOf(f.ns + ".web-1"))
 	f.g.Expect(volumes(f.g, d)).To(ContainElements(uid+"-root.qcow2", uid+"-data.qcow2", uid+"-cidata.iso"))

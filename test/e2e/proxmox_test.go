@@ -109,9 +109,10 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	f.g.Expect(conf["net1"]).To(ContainSubstring("bridge=vmbr1"))
 	f.g.Expect(diskSize.FindStringSubmatch(conf["scsi0"])).To(ContainElement("20G"))
 	f.g.Expect(diskSize.FindStringSubmatch(conf["scsi1"])).To(ContainElement("5G"))
-	f.g.Expect(conf["description"]).To(ContainSubstring(string(f.machineUIDOf("ProxmoxMachine", "web-1"))))
+	uid := f.machineUIDOf("ProxmoxMachine", vm.Name)
+	f.g.Expect(conf["description"]).To(ContainSubstring(uid))
 	volid, _, _ := strings.Cut(conf["ide2"], ",")
-	f.g.Expect(volid).To(HavePrefix("local:iso/banlieue-" + string(f.machineUIDOf("ProxmoxMachine", "web-1")) + "-"))
+	f.g.Expect(volid).To(HavePrefix("local:iso/banlieue-" + uid + "-"))
 	f.g.Expect(conf["ide2"]).To(HaveSuffix(",media=cdrom"))
 	iso, ok := pve.Volume(proxmoxtest.Node1, volid)
 	f.g.Expect(ok).To(BeTrue(), "seed %s", volid)
@@ -119,7 +120,7 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	f.g.Expect(err).NotTo(HaveOccurred())
 	f.g.Expect(label).To(Equal("cidata"))
 	f.g.Expect(string(files["user-data"])).To(Equal(userData))
-	f.g.Expect(string(files["meta-data"])).To(ContainSubstring(string(f.machineUIDOf("ProxmoxMachine", "web-1"))))
+	f.g.Expect(string(files["meta-data"])).To(ContainSubstring(uid))
 
 	// Power off and on.
 	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff })

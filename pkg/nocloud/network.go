@@ -34,16 +34,13 @@ type (
 		Match       matchV2       `json:"match"`
 		DHCP4       bool          `json:"dhcp4,omitempty"`
 		Addresses   []string      `json:"addresses,omitempty"`
-		Routes      []routeV2     `json:"routes,omitempty"`
+		Gateway4    string        `json:"gateway4,omitempty"`
+		Gateway6    string        `json:"gateway6,omitempty"`
 		Nameservers *nameserverV2 `json:"nameservers,omitempty"`
 		MTU         int           `json:"mtu,omitempty"`
 	}
 	matchV2 struct {
 		MACAddress string `json:"macaddress"`
-	}
-	routeV2 struct {
-		To  string `json:"to"`
-		Via string `json:"via"`
 	}
 	nameserverV2 struct {
 		Addresses []string `json:"addresses"`
@@ -63,12 +60,11 @@ func NetworkConfig(ifaces []Interface) []byte {
 		if i.DHCP {
 			e.DHCP4 = true
 		} else {
-			e.Addresses = i.Addresses
-			for _, gw := range []string{i.Gateway4, i.Gateway6} {
-				if gw != "" {
-					e.Routes = append(e.Routes, routeV2{To: "default", Via: gw})
-				}
-			}
+			// gateway4 and gateway6, which netplan deprecates for routes "to: default":
+			// cloud-init refused those until 2025 (bookworm's 22.4 fails its network
+			// stage), and its ifupdown renderer makes a route to ::/0 one to ::/64.
+			// Every cloud-init and netplan reads gateway4 and gateway6.
+			e.Addresses, e.Gateway4, e.Gateway6 = i.Addresses, i.Gateway4, i.Gateway6
 		}
 		if len(i.Nameservers) > 0 {
 			e.Nameservers = &nameserverV2{Addresses: i.Nameservers}

@@ -27,7 +27,8 @@ func TestNetworkConfig(t *testing.T) {
 					"net0": map[string]any{
 						"match":       map[string]any{"macaddress": "02:ab:cd:ef:01:02"},
 						"addresses":   []any{"10.1.2.3/24", "fd00::3/64"},
-						"routes":      []any{map[string]any{"to": "default", "via": "10.1.2.1"}, map[string]any{"to": "default", "via": "fd00::1"}},
+						"gateway4":    "10.1.2.1",
+						"gateway6":    "fd00::1",
 						"nameservers": map[string]any{"addresses": []any{"10.1.0.53"}},
 						"mtu":         9000.0,
 					},

@@ -93,6 +93,7 @@ func cloneRequest(m *providersdk.Machine, pl *placement, t *vcenter.Template) (v
 		Name:         vmName(m.Namespace, m.Name),
 		Folder:       pl.folder,
 		Pool:         pl.pool,
+		Host:         pl.host,
 		Datastore:    pl.datastore,
 		Linked:       pl.linked,
 		InstanceUUID: string(m.UID),

@@ -69,6 +69,14 @@ type failureDomain struct {
 	pods map[string][]vcenter.Datastore
 	// networks maps the names of the cluster's networks to them.
 	networks map[string]vcenter.Ref
+	// hosts are the cluster's hosts that can take a new VM, in the cluster's order.
+	hosts []clusterHost
+}
+
+// clusterHost is a host that can take a new VM and the datastores it mounts.
+type clusterHost struct {
+	ref        vcenter.Ref
+	datastores []vcenter.Ref
 }
 
 // Inventory discovers the failure domains and what each offers.
@@ -242,6 +250,9 @@ func domainOf(found *vcenter.Inventory, c vcenter.Cluster, byHost map[vcenter.Re
 		byHost[h] = fd
 		if !found.NestedHV[h] {
 			fd.nestedHV = false
+		}
+		if found.Usable[h] {
+			fd.hosts = append(fd.hosts, clusterHost{ref: h, datastores: found.HostDatastores[h]})
 		}
 	}
 	return fd

@@ -2,6 +2,8 @@ package vsphere
 
 import (
 	"context"
+	"hash/fnv"
+	"slices"
 	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -16,6 +18,9 @@ type placement struct {
 	fd     *failureDomain
 	folder vcenter.Ref
 	pool   vcenter.Ref
+	// host is the host a new VM goes on, one of the failure domain's: vCenter (and
+	// vcsim) may otherwise keep the template's host, in another cluster.
+	host vcenter.Ref
 	// datastore holds the VM's home and boot disk; nil leaves them with the template's.
 	datastore *vcenter.Datastore
 	linked    bool
@@ -52,7 +57,34 @@ func (s *session) place(ctx context.Context, m *providersdk.Machine, opts *infra
 	case s.params.datastore != "":
 		pl.datastore, err = fd.datastore(s.params.datastore)
 	}
+	if err != nil {
+		return nil, err
+	}
+	pl.host, err = fd.pickHost(vmName(m.Namespace, m.Name), pl.datastore)
 	return pl, err
+}
+
+// pickHost picks the host of a new VM among the failure domain's hosts that can take
+// it and mount the datastore (when there is one), spreading VMs by name hash: the same
+// name always picks the same host while the hosts stay the same.
+func (fd *failureDomain) pickHost(name string, ds *vcenter.Datastore) (vcenter.Ref, error) {
+	var hosts []vcenter.Ref
+	for _, h := range fd.hosts {
+		if ds == nil || slices.Contains(h.datastores, ds.Ref) {
+			hosts = append(hosts, h.ref)
+		}
+	}
+	if len(hosts) == 0 {
+		what := "no connected host out of maintenance mode"
+		if ds != nil {
+			what += " that mounts datastore " + quote(ds.Name)
+		}
+		return vcenter.Ref{}, providersdk.Retryable(infrav1.MachinePlacementInvalidReason,
+			"failure domain %q has %s; the VM is created once one has", fd.name, what)
+	}
+	sum := fnv.New32a()
+	_, _ = sum.Write([]byte(name))
+	return hosts[sum.Sum32()%uint32(len(hosts))], nil
 }
 
 // placementOf is where an existing VM is, for the disks a resize adds: its host's

@@ -34,6 +34,9 @@ type CloneRequest struct {
 	Name string
 	// Folder and Pool are the VM folder and resource pool of the new VM.
 	Folder, Pool Ref
+	// Host is the host the new VM runs on; zero leaves it to vCenter, which may keep the
+	// template's host even when Pool is in another cluster.
+	Host Ref
 	// Datastore holds the VM's home and, unless a disk says otherwise, its disks; nil
 	// leaves them with the template's.
 	Datastore *Datastore
@@ -87,6 +90,10 @@ func (c *Client) Clone(ctx context.Context, req CloneRequest) (string, error) {
 		Location: types.VirtualMachineRelocateSpec{Pool: &pool, Folder: &folder},
 		PowerOn:  req.PowerOn,
 		Config:   cfg,
+	}
+	if !req.Host.IsZero() {
+		host := req.Host.ref()
+		spec.Location.Host = &host
 	}
 	if req.Datastore != nil {
 		ds := req.Datastore.Ref.ref()

@@ -26,6 +26,11 @@ type Inventory struct {
 	Networks map[Ref]Network
 	// NestedHV holds the hosts whose hardware virtualization can be exposed to guests.
 	NestedHV map[Ref]bool
+	// Usable holds the hosts that can take a new VM: connected and not in maintenance
+	// mode.
+	Usable map[Ref]bool
+	// HostDatastores are the datastores each host mounts.
+	HostDatastores map[Ref][]Ref
 }
 
 // Datacenter is one datacenter.
@@ -103,7 +108,7 @@ func (c *Client) Discover(ctx context.Context) (*Inventory, error) {
 		"Folder":                      {"name", "parent"},
 		"StoragePod":                  {"name", "parent", "childEntity"},
 		"ClusterComputeResource":      {"name", "parent", "resourcePool", "datastore", "network", "host"},
-		"HostSystem":                  {"capability.nestedHVSupported"},
+		"HostSystem":                  {"capability.nestedHVSupported", "runtime.connectionState", "runtime.inMaintenanceMode", "datastore"},
 		"Datastore":                   {"name", "summary.accessible", "summary.freeSpace"},
 		"Network":                     {"name"},
 		"DistributedVirtualPortgroup": {"name"},
@@ -116,7 +121,10 @@ func (c *Client) Discover(ctx context.Context) (*Inventory, error) {
 	for i := range objs {
 		byRef[objs[i].ref] = &objs[i]
 	}
-	inv := &Inventory{Datastores: map[Ref]Datastore{}, Networks: map[Ref]Network{}, NestedHV: map[Ref]bool{}}
+	inv := &Inventory{
+		Datastores: map[Ref]Datastore{}, Networks: map[Ref]Network{}, NestedHV: map[Ref]bool{},
+		Usable: map[Ref]bool{}, HostDatastores: map[Ref][]Ref{},
+	}
 	datacenter := func(e *entity) Datacenter {
 		dc := Datacenter{Ref: refOf(e.ref), Name: e.name, Path: inventoryPath(byRef, e)}
 		if ref, ok := e.props["vmFolder"].(types.ManagedObjectReference); ok {
@@ -152,6 +160,10 @@ func (c *Client) Discover(ctx context.Context) (*Inventory, error) {
 			if e.props["capability.nestedHVSupported"] == true {
 				inv.NestedHV[refOf(e.ref)] = true
 			}
+			if e.props["runtime.connectionState"] == types.HostSystemConnectionStateConnected && e.props["runtime.inMaintenanceMode"] != true {
+				inv.Usable[refOf(e.ref)] = true
+			}
+			inv.HostDatastores[refOf(e.ref)] = refs(e.props["datastore"])
 		case "Datastore":
 			free, _ := e.props["summary.freeSpace"].(int64)
 			inv.Datastores[refOf(e.ref)] = Datastore{

@@ -40,7 +40,8 @@ func (e notFoundError) Unwrap() []error { return []error{ErrNotFound, e.err} }
 
 // fail turns the error of a PVE call doing what into the SDK's typed errors: connection
 // and certificate problems become Unreachable, rejected credentials Unauthorized, a
-// missing privilege a PermissionError (Permanent, naming the privilege); the rest keeps PVE's message and stays a go-proxmox
+// missing privilege a PermissionError (Retryable, naming the privilege), no quorum
+// Unreachable; the rest keeps PVE's message and stays a go-proxmox
 // *APIError underneath (Message reads it), matching ErrNotFound when PVE says the
 // object does not exist.
 func (c *Client) fail(what string, err error) error {

@@ -23,8 +23,11 @@ type Proxy struct {
 	wg       sync.WaitGroup
 }
 
-// Start listens on addr (host:port; port 0 picks one) and forwards to target.
+// Start listens on addr (host:port on loopback; port 0 picks one) and forwards to target.
 func Start(addr, target string) (*Proxy, error) {
+	if _, err := LoopbackHost(addr); err != nil {
+		return nil, err
+	}
 	p := &Proxy{target: target, conns: map[net.Conn]struct{}{}}
 	if err := p.listen(addr); err != nil {
 		return nil, err

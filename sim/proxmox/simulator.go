@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -160,7 +159,7 @@ type Simulator struct {
 // Start builds the simulated cluster and serves its API.
 func Start(o Options) (*Simulator, error) {
 	addr := cmp.Or(o.Addr, "127.0.0.1:0")
-	host, err := loopbackHost(addr)
+	host, err := faultproxy.LoopbackHost(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -221,24 +220,6 @@ func Start(o Options) (*Simulator, error) {
 	}
 	s.URL = "https://" + s.proxy.Addr() + "/api2/json"
 	return s, nil
-}
-
-// loopbackHost reads the host of addr and refuses any but a loopback one: the
-// simulator accepts a fixed, printed token and password, so it must not be reachable
-// from other machines.
-func loopbackHost(addr string) (string, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("failed to read the simulator's address %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return host, nil
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
-		return host, nil
-	}
-	return "", fmt.Errorf("the simulator serves only on loopback (127.0.0.1, ::1 or localhost), not on %q: "+
-		"its credentials are fixed and printed, so other machines must not reach it", addr)
 }
 
 // unauthorizedDelay is how long a 401 answer is held back.

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"sync"
 	"time"
@@ -86,9 +85,9 @@ type Simulator struct {
 // Start creates the simulated inventory and serves it.
 func Start(o Options) (*Simulator, error) {
 	addr := cmp.Or(o.Addr, "127.0.0.1:0")
-	host, _, err := net.SplitHostPort(addr)
+	host, err := faultproxy.LoopbackHost(addr)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read the simulator's address %q: %w", addr, err)
+		return nil, err
 	}
 	ca, err := simcert.NewAuthority("vspheresim CA")
 	if err != nil {

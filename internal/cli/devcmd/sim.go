@@ -42,7 +42,7 @@ func newSimVSphereCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Addr, "addr", "127.0.0.1:8989", "Address to serve on (loopback)")
+	f.StringVar(&o.Addr, "addr", "127.0.0.1:8989", "Address to serve on: a loopback address (127.0.0.0/8, ::1 or localhost) and a port; others are refused")
 	f.IntVar(&o.Clusters, "clusters", 2, "Compute clusters in datacenter DC0; each is a failure domain")
 	f.IntVar(&o.HostsPerCluster, "hosts-per-cluster", 2, "ESXi hosts per cluster")
 	f.StringSliceVar(&o.Templates, "templates", []string{"ubuntu-22.04-template"}, "VM templates to create")

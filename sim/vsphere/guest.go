@@ -9,20 +9,17 @@ import (
 
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
-	"k8s.io/utils/ptr"
 )
 
 // guestAddresses is where simulated guests take their addresses from: 198.18.0.0/15 is
 // reserved for benchmarking (RFC 2544), so nothing real is ever there.
 var guestAddresses = netip.MustParsePrefix("198.18.0.0/15")
 
-// guestRetry is how long the guests wait to watch again after losing the simulator, as
-// they do while it is Down.
-const guestRetry = 200 * time.Millisecond
+// guestPoll is how often the guests look at the VMs' power states.
+const guestPoll = 100 * time.Millisecond
 
 // guestProps are the properties that decide whether a guest has an address.
 var guestProps = []string{"runtime.powerState", "guest.ipAddress", "config.template"}
@@ -30,6 +27,12 @@ var guestProps = []string{"runtime.powerState", "guest.ipAddress", "config.templ
 // guests plays the guests' VMware Tools: a VM that powers on reports an address after
 // delay, and one that powers off reports none, through vcsim's SET.guest.ipAddress
 // extra-config key.
+//
+// The guests poll rather than watch. In govmomi's simulator (v0.56.0) a property filter
+// that traverses a container view takes the filter's lock, then the view's, while a VM
+// being created in the view takes them the other way round: a watch deadlocked the
+// whole simulator when VMs were cloned while others reported addresses
+// (govmomi#4109 fixes the same lock order for list views).
 type guests struct {
 	c     *govmomi.Client
 	delay time.Duration
@@ -47,93 +50,66 @@ func newGuests(c *govmomi.Client, delay time.Duration, reports *sync.WaitGroup) 
 	return &guests{c: c, delay: delay, reports: reports, next: guestAddresses.Addr().Next(), pending: map[types.ManagedObjectReference]bool{}}
 }
 
-// run watches the VMs until ctx ends, again after the simulator comes back Up.
+// run looks at the VMs every guestPoll until ctx ends; a look that fails (the
+// simulator is Down, or restarted and ended the session's view) is made again with a
+// new view.
 func (g *guests) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		g.watch(ctx)
-		select {
-		case <-ctx.Done():
-		case <-time.After(guestRetry):
+	var v *view.ContainerView
+	defer func() {
+		if v != nil {
+			_ = v.Destroy(context.WithoutCancel(ctx))
 		}
-	}
-}
-
-// watch reports on every VM's power state until ctx ends or the connection fails.
-func (g *guests) watch(ctx context.Context) {
-	// A collector and a view of the watch's own: when the connection fails, the filter
-	// that WaitForUpdatesEx leaves behind goes with them, rather than break the next
-	// watch on the session's default collector.
-	pc, err := property.DefaultCollector(g.c.Client).Create(ctx)
-	if err != nil {
-		return
-	}
-	defer func() { _ = pc.Destroy(context.WithoutCancel(ctx)) }()
-	v, err := view.NewManager(g.c.Client).CreateContainerView(ctx, g.c.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
-	if err != nil {
-		return
-	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
-	filter := new(property.WaitFilter).Add(v.Reference(), "VirtualMachine", guestProps, v.TraversalSpec())
-	// Short server-side waits, so that stopping the simulator never waits on a long poll.
-	filter.Options = &types.WaitOptions{MaxWaitSeconds: ptr.To[int32](1)}
-	_ = property.WaitForUpdatesEx(ctx, pc, filter, func(updates []types.ObjectUpdate) bool {
-		for _, u := range updates {
-			if u.Kind != types.ObjectUpdateKindLeave {
-				g.update(ctx, u)
+	}()
+	for ctx.Err() == nil {
+		if v == nil {
+			v, _ = view.NewManager(g.c.Client).CreateContainerView(ctx, g.c.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+		}
+		if v != nil {
+			var vms []mo.VirtualMachine
+			if err := v.Retrieve(ctx, []string{"VirtualMachine"}, guestProps, &vms); err != nil {
+				v = nil
+			}
+			for i := range vms {
+				g.update(ctx, &vms[i])
 			}
 		}
-		return ctx.Err() != nil
-	})
+		select {
+		case <-ctx.Done():
+		case <-time.After(guestPoll):
+		}
+	}
 }
 
 // update starts a report for a VM whose power state and address disagree.
-func (g *guests) update(ctx context.Context, u types.ObjectUpdate) {
-	var on, template bool
-	ip := ""
-	for _, ch := range u.ChangeSet {
-		switch ch.Name {
-		case "runtime.powerState":
-			on = ch.Val == types.VirtualMachinePowerStatePoweredOn
-		case "guest.ipAddress":
-			ip, _ = ch.Val.(string)
-		case "config.template":
-			template, _ = ch.Val.(bool)
-		}
-	}
-	// An update carries only what changed; read the rest when it is not there.
-	if len(u.ChangeSet) < len(guestProps) {
-		var cur mo.VirtualMachine
-		if err := property.DefaultCollector(g.c.Client).RetrieveOne(ctx, u.Obj, guestProps, &cur); err != nil {
-			return
-		}
-		on = cur.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn
-		ip = ""
-		if cur.Guest != nil {
-			ip = cur.Guest.IpAddress
-		}
-		template = cur.Config != nil && cur.Config.Template
-	}
-	if template {
+func (g *guests) update(ctx context.Context, vm *mo.VirtualMachine) {
+	if vm.Config != nil && vm.Config.Template {
 		return
+	}
+	on := vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn
+	ip := ""
+	if vm.Guest != nil {
+		ip = vm.Guest.IpAddress
 	}
 	switch {
 	case on && ip == "":
-		g.mu.Lock()
-		addr := g.next
-		g.next = g.next.Next()
-		g.mu.Unlock()
-		g.report(ctx, u.Obj, addr.String(), g.delay)
+		g.report(ctx, vm.Self, true, g.delay)
 	case !on && ip != "":
-		g.report(ctx, u.Obj, "", 0)
+		g.report(ctx, vm.Self, false, 0)
 	}
 }
 
-// report makes the VM's guest report ip after delay, unless a report is pending.
-func (g *guests) report(ctx context.Context, ref types.ManagedObjectReference, ip string, delay time.Duration) {
+// report makes the VM's guest report the next address (none unless withIP) after delay,
+// unless a report is pending.
+func (g *guests) report(ctx context.Context, ref types.ManagedObjectReference, withIP bool, delay time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.pending[ref] {
 		return
+	}
+	ip := ""
+	if withIP {
+		ip = g.next.String()
+		g.next = g.next.Next()
 	}
 	g.pending[ref] = true
 	g.reports.Add(1)
@@ -149,6 +125,8 @@ func (g *guests) report(ctx context.Context, ref types.ManagedObjectReference, i
 			return
 		case <-time.After(delay):
 		}
+		// A report that fails (the VM is gone, or the simulator Down) is made again,
+		// as the next look finds, when the VM still needs it.
 		_ = SetGuestAddress(ctx, object.NewVirtualMachine(g.c.Client, ref), ip)
 	}()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -104,6 +105,60 @@ func TestTheSimulatorServesTemplatesAndGuestsThatReportAnAddress(t *testing.T) {
 	}
 	if _, err := waitForIP(ctx, vm); err != nil {
 		t.Fatalf("no guest address after Down and Up: %v", err)
+	}
+}
+
+// TestGuestsReportAddressesWhileVMsAreCloned clones VMs in parallel while their guests
+// report addresses, as a Provider creating many machines does: a watch on a container
+// view once deadlocked govmomi's simulator here, and every VM waited for its address.
+func TestGuestsReportAddressesWhileVMsAreCloned(t *testing.T) {
+	s := start(t, Options{GuestAddressDelay: 10 * time.Millisecond})
+	ctx := t.Context()
+	c, err := s.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finder := find.NewFinder(c.Client, true)
+	dc, err := finder.Datacenter(ctx, Datacenter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finder.SetDatacenter(dc)
+	tpl, err := finder.VirtualMachine(ctx, DefaultTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folder, err := finder.DefaultFolder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools, err := finder.ResourcePoolList(ctx, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := pools[0].Reference()
+	const n = 20
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			task, err := tpl.Clone(ctx, folder, fmt.Sprintf("clone-%d", i), types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}, PowerOn: true})
+			if err != nil {
+				errs <- err
+				return
+			}
+			info, err := task.WaitForResult(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, err = waitForIP(ctx, object.NewVirtualMachine(c.Client, info.Result.(types.ManagedObjectReference)))
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
 

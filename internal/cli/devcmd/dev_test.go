@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/banlieue/banlieue/sim/libvirtd"
 	"github.com/banlieue/banlieue/test/testenv"
@@ -26,6 +28,7 @@ import (
 func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 	assets := testenv.Assets(t)
 	dir := t.TempDir()
+	logControllers(t, filepath.Join(dir, "controllers.log"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := &cobra.Command{Use: "banlieue", SilenceUsage: true}
 	cmd.AddCommand(Commands()...)
@@ -128,4 +131,29 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 		_ = conn.Close()
 		t.Fatalf("kube-apiserver still answers on %s after banlieue dev stopped", u.Host)
 	}
+}
+
+// logControllers sends the controllers' logs to path, as 'banlieue dev' run from the
+// command line would print them, and shows their end when the test fails: a walkthrough
+// that times out says little without them.
+func logControllers(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(f)))
+	t.Cleanup(func() {
+		_ = f.Close()
+		if !t.Failed() {
+			return
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Log(err)
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		t.Logf("the controllers' last %d log lines:\n%s", min(len(lines), 200), strings.Join(lines[max(0, len(lines)-200):], "\n"))
+	})
 }

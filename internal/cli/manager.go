@@ -30,8 +30,9 @@ func (m *managerFlags) bind(f *pflag.FlagSet) {
 }
 
 // newManager returns a manager with banlieue's scheme, the flags' endpoints, leader
-// election under leaderID and the health checks.
-func (m *managerFlags) newManager(leaderID string) (ctrl.Manager, error) {
+// election under leaderID and the health checks. restrict, when given, changes the
+// cache's options (a provider's --namespace).
+func (m *managerFlags) newManager(leaderID string, restrict ...func(cache.Options) cache.Options) (ctrl.Manager, error) {
 	cfg, err := restConfig(m.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("failed to load the kubeconfig: %w", err)
@@ -40,11 +41,15 @@ func (m *managerFlags) newManager(leaderID string) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No controller reads managedFields, and at thousands of VMs and machines they are a
+	// large part of what the cache holds.
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	for _, r := range restrict {
+		cacheOpts = r(cacheOpts)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// No controller reads managedFields, and at thousands of VMs and machines they
-		// are a large part of what the cache holds.
-		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: m.metricsAddr},
 		HealthProbeBindAddress:  m.probeAddr,
 		PprofBindAddress:        m.pprofAddr,

@@ -14,9 +14,34 @@ import (
 	"github.com/banlieue/banlieue/providers/vsphere"
 )
 
-// providerFlags are the flags of the built-in providers that take any.
+// providerFlags are the flags of the built-in providers that take any, and the
+// Cluster API contract's --namespace and --watch-filter.
 type providerFlags struct {
-	proxmoxSnippetsDir string
+	proxmoxSnippetsDir     string
+	namespace, watchFilter string
+}
+
+// config returns the provider's Config with the flags' watch scope.
+func (f *providerFlags) config(class string) providersdk.Config {
+	cfg := builtinProviders(f)[class]()
+	cfg.Namespace, cfg.WatchFilter = f.namespace, f.watchFilter
+	return cfg
+}
+
+// leaderID is the provider's leader-election ID: one per class and watch scope, so that
+// processes that reconcile different namespaces or watch filters each elect their own
+// leader instead of waiting for one another.
+func (f *providerFlags) leaderID(class string) string {
+	id := "banlieue-provider-" + class
+	if f.namespace != "" {
+		id += "-ns-" + f.namespace
+	}
+	if f.watchFilter != "" {
+		// A label value may hold capitals and '_', which a Lease name may not; filters
+		// that differ only so share a leader.
+		id += "-wf-" + providersdk.DNSLabel(f.watchFilter, "filter")
+	}
+	return id + ".banlieue.io"
 }
 
 // builtinProviders are the provider classes the banlieue binary serves. They are wired
@@ -48,18 +73,23 @@ func newProviderCommand() *cobra.Command {
 		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		ValidArgs: classes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			config := builtinProviders(&pf)[args[0]]
-			mgr, err := mf.newManager("banlieue-provider-" + args[0] + ".banlieue.io")
+			config := pf.config(args[0])
+			mgr, err := mf.newManager(pf.leaderID(args[0]), config.CacheOptions)
 			if err != nil {
 				return err
 			}
-			if err := providersdk.Setup(mgr, config()); err != nil {
+			if err := providersdk.Setup(mgr, config); err != nil {
 				return fmt.Errorf("failed to set up the %s provider: %w", args[0], err)
 			}
 			return mgr.Start(cmd.Context())
 		},
 	}
 	mf.bind(cmd.Flags())
+	cmd.Flags().StringVar(&pf.namespace, "namespace", "", "Reconcile only the machines of this namespace (Cluster API's --namespace); all namespaces when empty. "+
+		"Cluster API Machines and Clusters, and user-data Secrets, are then read in it alone; Providers (and their credentials Secrets, in the Providers' namespaces) "+
+		"stay readable in every namespace, as do machines, so that a Provider being deleted waits for the machines of every namespace")
+	cmd.Flags().StringVar(&pf.watchFilter, "watch-filter", "", "Reconcile only the machines labelled "+providersdk.WatchFilterLabel+"=<value>, and act only on the Cluster API Machines and Clusters labelled so "+
+		"(Cluster API's --watch-filter); none when empty")
 	cmd.Flags().StringVar(&pf.proxmoxSnippetsDir, "proxmox-snippets-dir", "", "proxmox: where the nodes' snippets storages are mounted (<dir>/<storage>/snippets), to pass user-data as cicustom snippets instead of uploaded seed ISOs")
 	return cmd
 }

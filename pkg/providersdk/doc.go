@@ -46,9 +46,49 @@
 // retry as soon as the backend is back, while a check that rewrites only failure
 // domains or messages costs no machine a backend look.
 //
+// # Cluster API
+//
+// A machine is managed by Cluster API when it has an ownerReference to a Machine of
+// the group cluster.x-k8s.io (any version) or the label cluster.x-k8s.io/cluster-name.
+// Cluster API's Machines and Clusters are read as unstructured cluster.x-k8s.io/v1beta2
+// objects, never through Cluster API's Go types; a machine that has neither the owner
+// nor the label (core's, or one written by hand) costs no such read and behaves as if
+// Cluster API did not exist. For a managed machine the Reconciler:
+//
+//   - pauses it, as the machine's own cluster.x-k8s.io/paused annotation does, while
+//     its Cluster has spec.paused true or the cluster.x-k8s.io/paused annotation: the
+//     Paused condition is True and names the Cluster, and nothing is done, deletion
+//     included, until the Cluster is unpaused;
+//   - before it makes a VM, waits (Ready False) for a Machine owner
+//     (WaitingForMachineOwner), for the Cluster to exist with
+//     status.initialization.infrastructureProvisioned true
+//     (WaitingForClusterInfrastructure) and for the Machine's
+//     spec.bootstrap.dataSecretName (WaitingForBootstrapData). A machine whose VM
+//     exists or is being made (spec.providerID, a task in status.task) does not wait,
+//     and deleting never does;
+//   - hands the driver, as Machine.UserData, the "value" key of the Secret the
+//     Machine's spec.bootstrap.dataSecretName names: that takes precedence over the
+//     machine's own spec.userData, which Machine.Spec.UserData then no longer shows
+//     (it names the bootstrap Secret and its key instead). The Secret must still be of
+//     type cluster.x-k8s.io/secret (or banlieue.io/user-data);
+//   - when the machine's spec.failureDomain is empty, takes the Machine's
+//     spec.failureDomain, for admission and the driver (Machine.Spec.FailureDomain);
+//     the machine object is not rewritten. When both are set the machine's own wins.
+//     status.failureDomain is always what the driver observed of the placement made.
+//
+// When the Cluster API CRDs are installed as the provider starts, Machines (through
+// their spec.infrastructureRef) and Clusters (through the machines' cluster-name label)
+// are watched and wake the machines they concern; otherwise a waiting machine looks
+// again every 30 s. Config.Namespace and Config.WatchFilter are Cluster API's
+// --namespace and --watch-filter: only the machines of that namespace, carrying the
+// label cluster.x-k8s.io/watch-filter with that value, are reconciled, and only Cluster
+// API objects with the label wake them. Providers, their credentials Secrets and the
+// machines' cache stay cluster-wide (Config.CacheOptions).
+//
 // The package imports no backend library; it reads infrastructure machines as
 // unstructured objects through pkg/contract, so one Reconciler serves any machine kind.
 // A provider grants its controller RBAC for its machine kind (get, list, watch, patch,
-// and patch on the status subresource), for Providers (get, list, watch) and for Secrets
-// (get) in the Providers' namespaces.
+// and patch on the status subresource), for Providers (get, list, watch), for Secrets
+// (get) in the Providers' namespaces and, for Cluster API, get, list and watch on
+// cluster.x-k8s.io machines and clusters.
 package providersdk

@@ -35,13 +35,18 @@ type Machine struct {
 	Name string
 	// Generation is the machine's metadata.generation.
 	Generation int64
-	// Spec is the machine contract's part of the spec.
+	// Spec is the machine contract's part of the spec. For a machine owned by a Cluster
+	// API Machine it is what that Machine decides (see the package doc): FailureDomain
+	// is the Machine's when the machine has none, and UserData names the Machine's
+	// bootstrap data Secret, key "value", once it has one; the stored machine is not
+	// rewritten.
 	Spec infrav1.MachineSpec
 	// Object is the whole machine, for the backend's own blocks. Drivers must not
 	// modify it. It may be nil in a driver's own tests.
 	Object *unstructured.Unstructured
-	// UserData is the payload of spec.userData's Secret key. The Reconciler reads it
-	// only before Create, so it is nil in every other call.
+	// UserData is the payload of Spec.UserData's Secret key: spec.userData's, or the
+	// owning Cluster API Machine's bootstrap data. The Reconciler reads it only before
+	// Create, so it is nil in every other call.
 	UserData []byte
 	// Task is the backend task recorded in the machine's status.task, if any: Observe
 	// polls it and reports it again while it runs.

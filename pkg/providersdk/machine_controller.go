@@ -23,6 +23,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // Reconciler reconciles the infrastructure machines of one kind through a Driver.
@@ -33,7 +34,14 @@ type Reconciler struct {
 	// MachineProviderField index: the manager's, once set up. Machines themselves are
 	// read from the API server (client): a cached read could miss a task just recorded
 	// and start it twice.
-	machines    client.Reader
+	machines client.Reader
+	// capi is where Cluster API's Machines and Clusters are read from: the manager's
+	// cache when they are watched (capiWatched), the API server otherwise.
+	capi        client.Reader
+	capiWatched bool
+	// namespace and watchFilter restrict the machines reconciled (WithWatchScope).
+	namespace, watchFilter string
+
 	gvk         schema.GroupVersionKind
 	class       string
 	finalizer   string
@@ -74,6 +82,9 @@ func (r *Reconciler) Finalizer() string { return r.finalizer }
 // pause, the Provider, admission, then reconcileNormal or reconcileDelete against the
 // Provider's session, and one status patch at the end.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.namespace != "" && req.Namespace != r.namespace {
+		return ctrl.Result{}, nil // another provider process's, whatever woke it
+	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	if err := r.client.Get(ctx, req.NamespacedName, u); err != nil {
@@ -81,6 +92,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.tasks.forgetName(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.inScope(u) {
+		return ctrl.Result{}, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(u)))
 	deleting := !u.GetDeletionTimestamp().IsZero()
@@ -108,6 +122,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if why := machinePaused(u); why != "" {
 		return ctrl.Result{}, r.pause(ctx, s, why)
 	}
+	// Nil, and read from nothing, for a machine Cluster API does not manage.
+	capi, cerr := r.readClusterAPI(ctx, u)
+	if cerr != nil {
+		if !deleting {
+			return ctrl.Result{}, cerr
+		}
+		// Deleting never waits on Cluster API: its objects unreadable (access revoked,
+		// say), the VM goes without the Cluster's pause or the Machine's placement.
+		log.Info("Deleting without Cluster API's objects, which cannot be read", "err", redact.Text(cerr.Error()))
+	}
+	if why := capi.paused(); why != "" {
+		return ctrl.Result{}, r.pause(ctx, s, why)
+	}
 
 	p := &banlieuev1.Provider{}
 	ref := s.machine.Spec.ProviderRef
@@ -129,6 +156,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.pause(ctx, s, fmt.Sprintf("Provider %s/%s is paused (spec.paused)", p.Namespace, p.Name))
 	}
 	s.setPaused("")
+
+	// Deleting never waits, nor does a machine whose VM exists or is being made: it is
+	// observed as usual.
+	if !deleting && s.machine.Spec.ProviderID == "" && !s.machine.Task.InFlight() {
+		if reason, message := capi.waiting(); reason != "" {
+			log.V(4).Info("Waiting for Cluster API", "reason", reason)
+			s.setFailure("", "")
+			s.ready(metav1.ConditionFalse, reason, message)
+			return ctrl.Result{RequeueAfter: r.waitRequeue()}, r.patchStatus(ctx, s)
+		}
+	}
+	s.bootstrapFrom = capi.apply(s.machine)
 
 	if !deleting {
 		if wait := r.held(s.machine); wait > 0 {

@@ -36,7 +36,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, p *banlieue
 		if err := r.admitImage(ctx, p, s.machine); err != nil {
 			return err
 		}
-		if s.machine.UserData, err = r.userData(ctx, s.machine); err != nil {
+		if s.machine.UserData, err = r.userData(ctx, s.machine, s.bootstrapFrom); err != nil {
 			return err
 		}
 		res, err := cl.Create(ctx, s.machine, obs)

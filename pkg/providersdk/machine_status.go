@@ -35,6 +35,10 @@ type scope struct {
 	// once the reconcile has found out. patchStatus writes the Paused condition from them.
 	pausedBy   string
 	pauseKnown bool
+	// bootstrapFrom is the owning Cluster API Machine, "<namespace>/<name>", when the
+	// machine's user data is that Machine's bootstrap data Secret; "" when it is
+	// spec.userData's.
+	bootstrapFrom string
 }
 
 // newScope reads the machine's contract spec and status into a scope.

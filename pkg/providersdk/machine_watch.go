@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,9 +41,33 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(u, builder.WithPredicates(machineChanged())).
+		For(u, builder.WithPredicates(predicate.NewPredicateFuncs(r.inScope), machineChanged())).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.machinesOfProvider),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: providerChangeWakesMachines}))
+	installed, err := clusterAPIInstalled(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	if installed {
+		// Cluster API's Machines and Clusters wake the machines waiting on them and are
+		// read from the cache these watches fill.
+		r.capi, r.capiWatched = mgr.GetCache(), true
+		filtered := predicate.NewPredicateFuncs(r.filtered)
+		capiMachine := &unstructured.Unstructured{}
+		capiMachine.SetGroupVersionKind(capiMachineGVK)
+		cluster := &unstructured.Unstructured{}
+		cluster.SetGroupVersionKind(capiClusterGVK)
+		b = b.Watches(capiMachine, handler.EnqueueRequestsFromMapFunc(r.machineOfCAPIMachine),
+			builder.WithPredicates(filtered, predicate.Funcs{UpdateFunc: capiMachineChangeWakesMachine})).
+			Watches(cluster, handler.EnqueueRequestsFromMapFunc(r.machinesOfCluster),
+				builder.WithPredicates(filtered, predicate.Funcs{UpdateFunc: clusterChangeWakesMachines}))
+	} else {
+		// Read from the API server, should they be installed later; a machine waiting on
+		// them then looks again every clusterAPIRequeue.
+		r.capi = mgr.GetAPIReader()
+		mgr.GetLogger().WithName(strings.ToLower(r.gvk.Kind)).Info("Cluster API's CRDs are not installed; machines that wait on Cluster API objects look again every 30s",
+			"machine", capiMachineGVK.String(), "cluster", capiClusterGVK.String())
+	}
 	if r.wakeups != nil {
 		b = b.WatchesRawSource(source.Channel(r.wakeups, &handler.EnqueueRequestForObject{}))
 	}
@@ -51,19 +76,37 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+// inScope reports whether the Reconciler reconciles o: o is in its namespace and
+// passes its watch filter (WithWatchScope).
+func (r *Reconciler) inScope(o client.Object) bool {
+	return (r.namespace == "" || o.GetNamespace() == r.namespace) && r.filtered(o)
+}
+
+// filtered reports whether o carries the watch filter's label, when there is a filter.
+func (r *Reconciler) filtered(o client.Object) bool {
+	return r.watchFilter == "" || o.GetLabels()[WatchFilterLabel] == r.watchFilter
+}
+
 // machineChanged passes the machine updates the Reconciler has to act on: a new
-// generation or new annotations. Its own status writes change neither, and its
-// spec.providerID write changes nothing else; waking on them would cost a backend look
-// per write.
+// generation, new annotations, new labels or new owners (Cluster API's adoption of the
+// machine, its cluster-name and watch-filter labels). Its own status writes change
+// none of them, and its spec.providerID write changes nothing else; waking on them
+// would cost a backend look per write.
 func machineChanged() predicate.Predicate {
 	return predicate.And[client.Object](
-		predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
+		predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+			predicate.LabelChangedPredicate{}, predicate.Funcs{UpdateFunc: ownersChanged}),
 		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okOld := e.ObjectOld.(*unstructured.Unstructured)
 			n, okNew := e.ObjectNew.(*unstructured.Unstructured)
 			return !okOld || !okNew || !contract.OnlyProviderIDChanged(o, n)
 		}},
 	)
+}
+
+// ownersChanged reports whether an update changed the object's ownerReferences.
+func ownersChanged(e event.UpdateEvent) bool {
+	return !equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
 }
 
 // machinesOfProvider maps a Provider to the machines on it, read from the cache through

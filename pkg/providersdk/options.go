@@ -22,6 +22,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 	r := &Reconciler{
 		client:      c,
 		reader:      c,
+		capi:        c,
 		gvk:         gvk,
 		class:       strings.ToLower(strings.TrimSuffix(gvk.Kind, "Machine")),
 		finalizer:   contract.Finalizer(gvk.GroupKind()),
@@ -131,4 +132,14 @@ func WithWakeups(ch <-chan event.GenericEvent) Option {
 // receiver, or for ctx to end.
 func WithProviderWakeups(ch chan<- event.GenericEvent) Option {
 	return func(r *Reconciler) { r.providerWakeups = ch }
+}
+
+// WithWatchScope restricts the machines the Reconciler reconciles to those in namespace
+// (all when empty) that carry the label WatchFilterLabel with the value filter (any
+// when empty), as Cluster API's --namespace and --watch-filter do; the Cluster API
+// Machines and Clusters whose changes wake machines are filtered by the same label.
+// Machines outside the scope are left alone, whatever wakes them: another provider
+// process reconciles them. Setup passes Config.Namespace and Config.WatchFilter.
+func WithWatchScope(namespace, filter string) Option {
+	return func(r *Reconciler) { r.namespace, r.watchFilter = namespace, filter }
 }

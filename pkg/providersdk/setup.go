@@ -3,11 +3,17 @@ package providersdk
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
 // Config describes a provider for Setup: its class, its machine kind and its Driver.
@@ -27,6 +33,46 @@ type Config struct {
 	ImageResync time.Duration
 	// MachineOptions configure the machine Reconciler further.
 	MachineOptions []Option
+	// Namespace, when set, is the only namespace whose machines the provider
+	// reconciles (Cluster API's --namespace); all when empty. See CacheOptions for what
+	// it restricts and what it does not.
+	Namespace string
+	// WatchFilter, when set, is the value of the label WatchFilterLabel that the
+	// machines the provider reconciles, and the Cluster API objects it acts on, must
+	// carry (Cluster API's --watch-filter); none when empty.
+	WatchFilter string
+}
+
+// CacheOptions returns opts for the manager Setup is given, restricted to
+// cfg.Namespace when it is set: the namespaced objects the manager caches, Cluster
+// API's Machines and Clusters among them, are then those of that namespace, but for
+// two kinds that stay cached in every namespace. Providers live in their own
+// namespaces (and their credentials Secrets with them, read uncached as before); and
+// the machines of cfg.MachineKind, because a Provider being deleted is held until no
+// machine of any namespace runs on it, whichever provider process reconciles them.
+// Which machines are reconciled is decided by Config.Namespace and Config.WatchFilter
+// in Setup, not by the cache. Secrets, read uncached, are read only for the machines
+// reconciled: user data in cfg.Namespace, credentials in the Providers' namespaces.
+//
+// The cache is not filtered by cfg.WatchFilter: Cluster API's CRDs need not be
+// installed when the manager is made, and a cache option on their kinds would need
+// them; Setup filters by predicates instead.
+func (cfg Config) CacheOptions(opts cache.Options) cache.Options {
+	if cfg.Namespace == "" {
+		return opts
+	}
+	all := map[string]cache.Config{cache.AllNamespaces: {}}
+	machines := &unstructured.Unstructured{}
+	machines.SetGroupVersionKind(cfg.MachineKind)
+	opts.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}
+	byObject := maps.Clone(opts.ByObject)
+	if byObject == nil {
+		byObject = map[client.Object]cache.ByObject{}
+	}
+	byObject[&banlieuev1.Provider{}] = cache.ByObject{Namespaces: all}
+	byObject[machines] = cache.ByObject{Namespaces: all}
+	opts.ByObject = byObject
+	return opts
 }
 
 // The RBAC a provider process needs, generated into config/rbac/provider: a ClusterRole
@@ -43,6 +89,7 @@ type Config struct {
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=*/status;*/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=infra,resources=secrets;configmaps,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=banlieue-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=banlieue-system,resources=events,verbs=create;patch
@@ -59,7 +106,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	// backend answers and takes the credentials when a machine has just met the
 	// contrary, so the Provider reports the fault now, not at its next inventory refresh.
 	checks := make(chan event.GenericEvent)
-	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class), WithWakeups(wakeups), WithProviderWakeups(checks)}, cfg.MachineOptions...)
+	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class), WithWakeups(wakeups), WithProviderWakeups(checks),
+		WithWatchScope(cfg.Namespace, cfg.WatchFilter)}, cfg.MachineOptions...)
 	if err := NewReconciler(mgr.GetClient(), cfg.MachineKind, cfg.Driver, opts...).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", cfg.MachineKind.Kind, err)
 	}

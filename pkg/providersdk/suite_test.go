@@ -25,8 +25,9 @@ var suite *testenv.Env
 // skipped. env.awaitCache waits until it has caught up with a test's writes.
 var machineCache cache.Cache
 
-// TestMain starts one real kube-apiserver and etcd (envtest) with banlieue's CRDs and
-// the test provider's. The tests drive the SDK's Reconciler by calling Reconcile, so
+// TestMain starts one real kube-apiserver and etcd (envtest) with banlieue's CRDs, the
+// test provider's and stand-ins for Cluster API's Cluster and Machine (testdata/crd:
+// the SDK reads them as unstructured, so their schemas keep every field). The tests drive the SDK's Reconciler by calling Reconcile, so
 // every step is deterministic. Without KUBEBUILDER_ASSETS the envtest tests skip (and
 // CI fails); the unit tests of the package run either way.
 func TestMain(m *testing.M) {
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	env, err := testenv.Start("config/crd/bases", "test/provider/config/crd")
+	env, err := testenv.Start("config/crd/bases", "test/provider/config/crd", "pkg/providersdk/testdata/crd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -3,14 +3,16 @@ package v1alpha1
 // Conditions of an infrastructure machine besides Ready, as the provider SDK sets them.
 const (
 	// MachinePausedCondition is True while the provider leaves the machine alone: the
-	// machine carries cluster.x-k8s.io/paused or banlieue.io/paused, or its Provider's
-	// spec.paused is true. It is False otherwise, as Cluster API v1beta2 reports it.
+	// machine carries cluster.x-k8s.io/paused or banlieue.io/paused, its Provider's
+	// spec.paused is true, or its Cluster API Cluster is paused (spec.paused or the
+	// cluster.x-k8s.io/paused annotation). It is False otherwise, as Cluster API v1beta2 reports it.
 	MachinePausedCondition = "Paused"
 )
 
 // Reasons of an infrastructure machine's Paused condition.
 const (
-	// MachinePausedReason: the machine, its VM or its Provider is paused; the message says which.
+	// MachinePausedReason: the machine, its VM, its Provider or its Cluster API Cluster is
+	// paused; the message says which.
 	MachinePausedReason = "Paused"
 
 	// MachineNotPausedReason: the provider reconciles the machine.
@@ -57,7 +59,8 @@ const (
 	// MachineCredentialsRejectedReason: the backend refused the Provider's credentials.
 	MachineCredentialsRejectedReason = "CredentialsRejected"
 
-	// MachineUserDataNotFoundReason: the Secret or key in spec.userData does not exist.
+	// MachineUserDataNotFoundReason: the Secret or key in spec.userData, or the bootstrap
+	// data Secret (its key "value") of the owning Cluster API Machine, does not exist.
 	MachineUserDataNotFoundReason = "UserDataNotFound"
 
 	// MachineUserDataTooLargeReason: the user data in spec.userData is larger than the
@@ -107,4 +110,18 @@ const (
 
 	// MachineReconcileErrorReason: an unexpected error; the message carries it.
 	MachineReconcileErrorReason = "ReconcileError"
+
+	// MachineWaitingForMachineOwnerReason: the machine carries the label
+	// cluster.x-k8s.io/cluster-name but Cluster API's Machine controller has not adopted
+	// it yet (no ownerReference to a cluster.x-k8s.io Machine); no VM is made until it has.
+	MachineWaitingForMachineOwnerReason = "WaitingForMachineOwner"
+
+	// MachineWaitingForClusterInfrastructureReason: the machine's Cluster API Cluster does
+	// not exist or its status.initialization.infrastructureProvisioned is not true yet; no
+	// VM is made until it is.
+	MachineWaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+
+	// MachineWaitingForBootstrapDataReason: the Cluster API Machine that owns the machine
+	// has no spec.bootstrap.dataSecretName yet; no VM is made until it has.
+	MachineWaitingForBootstrapDataReason = "WaitingForBootstrapData"
 )

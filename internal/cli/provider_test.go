@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// TestProviderFlagsScopeTheProvider: --namespace and --watch-filter reach the provider's
+// Config, and each watch scope elects its own leader under a valid Lease name.
+func TestProviderFlagsScopeTheProvider(t *testing.T) {
+	for _, tc := range []struct {
+		args                   []string
+		namespace, watchFilter string
+		leaderID               string
+	}{
+		{nil, "", "", "banlieue-provider-vsphere.banlieue.io"},
+		{[]string{"--namespace", "team-a"}, "team-a", "", "banlieue-provider-vsphere-ns-team-a.banlieue.io"},
+		{[]string{"--watch-filter", "Blue_1"}, "", "Blue_1", "banlieue-provider-vsphere-wf-blue-1.banlieue.io"},
+		{[]string{"--namespace", "team-a", "--watch-filter", "blue"}, "team-a", "blue", "banlieue-provider-vsphere-ns-team-a-wf-blue.banlieue.io"},
+	} {
+		cmd := newProviderCommand()
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		ns, _ := cmd.Flags().GetString("namespace")
+		wf, _ := cmd.Flags().GetString("watch-filter")
+		pf := providerFlags{namespace: ns, watchFilter: wf}
+		cfg := pf.config("vsphere")
+		if cfg.Namespace != tc.namespace || cfg.WatchFilter != tc.watchFilter {
+			t.Errorf("%v: Config namespace %q, watch filter %q; want %q, %q", tc.args, cfg.Namespace, cfg.WatchFilter, tc.namespace, tc.watchFilter)
+		}
+		id := pf.leaderID("vsphere")
+		if id != tc.leaderID {
+			t.Errorf("%v: leader ID %q, want %q", tc.args, id, tc.leaderID)
+		}
+		if errs := validation.IsDNS1123Subdomain(id); len(errs) != 0 {
+			t.Errorf("%v: leader ID %q is no Lease name: %v", tc.args, id, errs)
+		}
+	}
+}

@@ -9,6 +9,8 @@ CRD_REF_DOCS = $(shell bash hack/tool.sh crd-ref-docs)
 # The envtest assets folder is the last line hack/envtest.sh prints; recipes read it into
 # a shell variable so that a failed build fails the target.
 ENVTEST_ASSETS_CMD = bash hack/envtest.sh | tail -n 1
+# Cluster API's core manager, clusterctl and CRDs, for test/capi; the same pattern.
+CAPI_ASSETS_CMD = bash hack/capi.sh | tail -n 1
 
 ##@ General
 
@@ -56,6 +58,22 @@ lint: ## Run golangci-lint.
 envtest-assets: ## Build kube-apiserver, etcd and kubectl from source (cached); prints their folder last.
 	@bash hack/envtest.sh
 
+# The release clusterctl sees for banlieue's providers: the chart's version.
+BANLIEUE_VERSION = v$(shell awk '$$1 == "version:" { print $$2; exit }' charts/banlieue/Chart.yaml)
+
+.PHONY: clusterctl-repository
+clusterctl-repository: ## Render banlieue's infrastructure providers as a clusterctl local repository into bin/clusterctl-repository.
+	@assets=$$($(ENVTEST_ASSETS_CMD)); \
+	for p in banlieue-vsphere banlieue-libvirt banlieue-proxmox; do \
+	  dir=bin/clusterctl-repository/infrastructure-$$p/$(BANLIEUE_VERSION); mkdir -p "$$dir"; \
+	  "$$assets/kubectl" kustomize config/clusterctl/$$p > "$$dir/infrastructure-components.yaml"; \
+	  cp config/clusterctl/metadata.yaml "$$dir/metadata.yaml"; \
+	done; echo "$(CURDIR)/bin/clusterctl-repository"
+
+.PHONY: capi-assets
+capi-assets: ## Build Cluster API's core manager and clusterctl from source, with its CRDs (cached); prints their folder last.
+	@bash hack/capi.sh
+
 ##@ Test
 
 .PHONY: deps
@@ -64,9 +82,14 @@ deps: ## Install the Debian packages the tests need (as root, when missing).
 
 .PHONY: test
 test: deps verify vet lint ## Run the whole test suite, with a real API server (never -race: too slow on 2 cores).
-	@assets=$$($(ENVTEST_ASSETS_CMD)); helm=$$(bash hack/tool.sh helm); \
-	echo "KUBEBUILDER_ASSETS=$$assets HELM=$$helm go test ./... -race=false -count=1 -timeout 30m"; \
-	KUBEBUILDER_ASSETS=$$assets HELM=$$helm go test ./... -race=false -count=1 -timeout 30m
+	@assets=$$($(ENVTEST_ASSETS_CMD)); capi=$$($(CAPI_ASSETS_CMD)); helm=$$(bash hack/tool.sh helm); \
+	echo "KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi HELM=$$helm go test ./... -race=false -count=1 -timeout 30m"; \
+	KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi HELM=$$helm go test ./... -race=false -count=1 -timeout 30m
+
+.PHONY: test-capi
+test-capi: ## Run only the Cluster API conformance test (test/capi), verbosely.
+	@assets=$$($(ENVTEST_ASSETS_CMD)); capi=$$($(CAPI_ASSETS_CMD)); \
+	KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi go test ./test/capi/ -race=false -count=1 -v -timeout 30m
 
 .PHONY: bench
 bench: ## Run the pure benchmarks (no API server needed).

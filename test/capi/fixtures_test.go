@@ -17,11 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -68,33 +64,7 @@ func (f *fixture) create(o client.Object) {
 // as a provider process would run.
 func (f *fixture) startProvider(c providersdk.Config) {
 	f.t.Helper()
-	scheme, err := testenv.Scheme()
-	f.g.Expect(err).NotTo(HaveOccurred())
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	f.g.Expect(err).NotTo(HaveOccurred())
-	f.g.Expect(providersdk.Setup(mgr, c)).To(Succeed())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	f.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			f.t.Errorf("provider manager: %v", err)
-		}
-	})
-}
-
-// testMachineOptions are machine reconciler intervals short enough for tests.
-func testMachineOptions() []providersdk.Option {
-	return []providersdk.Option{
-		providersdk.WithInFlightBackoff(100*time.Millisecond, time.Second),
-		providersdk.WithUnreachableBackoff(200*time.Millisecond, 2*time.Second),
-		providersdk.WithGuestBackoff(100*time.Millisecond, time.Second, 1000),
-	}
+	testenv.StartProvider(f.t, cfg, c)
 }
 
 // image creates a VMImage with sources; the machines' spec.image must be its source.

@@ -16,6 +16,7 @@ import (
 	"github.com/banlieue/banlieue/pkg/nocloud"
 	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/sim/libvirtd"
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // Scenarios (a) and (d) on libvirt: Cluster API's Machine with bootstrap data on a
@@ -32,7 +33,7 @@ func TestAMachineWithBootstrapDataIsProvisionedOnLibvirt(t *testing.T) {
 	f.g.Expect(d.CreateBlankImage(pool, image, 1)).To(Succeed())
 	c := libvirt.Config(libvirt.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
-	c.MachineOptions = testMachineOptions()
+	c.MachineOptions = testenv.FastMachineOptions()
 	f.startProvider(c)
 	p := builder.Provider(f.ns, "kvm", libvirt.ProviderClass,
 		builder.WithConnection(banlieuev1.Connection{Endpoint: d.QEMUURI()}),

@@ -17,6 +17,7 @@ import (
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // Scenarios (a) and (d) on Proxmox VE: Cluster API's Machine with bootstrap data on a
@@ -31,7 +32,7 @@ func TestAMachineWithBootstrapDataIsProvisionedOnProxmox(t *testing.T) {
 	})
 	c := proxmox.Config(proxmox.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
-	c.MachineOptions = testMachineOptions()
+	c.MachineOptions = testenv.FastMachineOptions()
 	f.startProvider(c)
 	secret := pve.TokenCredentialsSecret(f.ns, "pve")
 	f.create(secret)

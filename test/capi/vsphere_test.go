@@ -21,6 +21,7 @@ import (
 	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // The simulated vCenter's two compute clusters are the Provider's two failure domains.
@@ -48,7 +49,7 @@ func newVSphereRig(t *testing.T) *vsphereRig {
 	c := vsphere.Config(vsphere.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval = 2 * time.Second
 	c.ImageResync = 2 * time.Second
-	c.MachineOptions = testMachineOptions()
+	c.MachineOptions = testenv.FastMachineOptions()
 	f.startProvider(c)
 	secret := vs.CredentialsSecret(f.ns, "vcenter")
 	f.create(secret)

@@ -11,11 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -58,30 +54,7 @@ func (f *fixture) name(n string) string { return f.ns + "-" + n }
 // or the returned function stops it, as a provider process would run.
 func (f *fixture) startProvider(c providersdk.Config) (stop func()) {
 	f.t.Helper()
-	scheme, err := testenv.Scheme()
-	f.g.Expect(err).NotTo(HaveOccurred())
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		// Tests start a provider more than once in a process, as a restarted pod would.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	f.g.Expect(err).NotTo(HaveOccurred())
-	f.g.Expect(providersdk.Setup(mgr, c)).To(Succeed())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once atomic.Bool
-	stop = func() {
-		if once.CompareAndSwap(false, true) {
-			cancel()
-			if err := <-done; err != nil {
-				f.t.Errorf("provider manager: %v", err)
-			}
-		}
-	}
-	f.t.Cleanup(stop)
-	return stop
+	return testenv.StartProvider(f.t, cfg, c)
 }
 
 // vsphereConfig is the vSphere provider with intervals short enough for tests.
@@ -92,17 +65,8 @@ func vsphereConfig(driver providersdk.Driver) providersdk.Config {
 	}
 	c.InventoryInterval = 2 * time.Second
 	c.ImageResync = 2 * time.Second
-	c.MachineOptions = testMachineOptions()
+	c.MachineOptions = testenv.FastMachineOptions()
 	return c
-}
-
-// testMachineOptions are machine reconciler intervals short enough for tests.
-func testMachineOptions() []providersdk.Option {
-	return []providersdk.Option{
-		providersdk.WithInFlightBackoff(100*time.Millisecond, time.Second),
-		providersdk.WithUnreachableBackoff(200*time.Millisecond, 2*time.Second),
-		providersdk.WithGuestBackoff(100*time.Millisecond, time.Second, 1000),
-	}
 }
 
 // labels are the labels of the test's Providers, which its VMs select.

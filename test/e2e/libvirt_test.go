@@ -13,6 +13,7 @@ import (
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/sim/libvirtd"
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // The libvirt objects each test's daemon has.
@@ -41,7 +42,7 @@ func startLibvirtd(t *testing.T) *libvirtd.Daemon {
 func libvirtConfig() providersdk.Config {
 	c := libvirt.Config(libvirt.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
-	c.MachineOptions = testMachineOptions()
+	c.MachineOptions = testenv.FastMachineOptions()
 	return c
 }
 

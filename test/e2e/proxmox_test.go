@@ -27,6 +27,7 @@ import (
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // startPVE starts a simulated cluster with the bridges the test classes use and guest
@@ -44,7 +45,7 @@ func startPVE(t *testing.T, opts ...proxmoxtest.Option) *proxmoxtest.Simulator {
 func proxmoxConfig() providersdk.Config {
 	c := proxmox.Config(proxmox.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
-	c.MachineOptions = testMachineOptions()
+	c.MachineOptions = testenv.FastMachineOptions()
 	return c
 }
 

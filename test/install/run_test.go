@@ -23,6 +23,7 @@ import (
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 const (
@@ -90,11 +91,7 @@ func testVSphereConfig() providersdk.Config {
 	c := vsphere.Config(vsphere.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval = 2 * time.Second
 	c.ImageResync = 2 * time.Second
-	c.MachineOptions = []providersdk.Option{
-		providersdk.WithInFlightBackoff(100*time.Millisecond, time.Second),
-		providersdk.WithUnreachableBackoff(200*time.Millisecond, 2*time.Second),
-		providersdk.WithGuestBackoff(100*time.Millisecond, time.Second, 1000),
-	}
+	c.MachineOptions = testenv.FastMachineOptions()
 	return c
 }
 

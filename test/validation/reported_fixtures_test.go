@@ -31,6 +31,7 @@ import (
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
+	"github.com/banlieue/banlieue/test/testenv"
 )
 
 // manager is a controller manager started by a test, as a process would run it.
@@ -72,11 +73,7 @@ func startControllers(t *testing.T) *controllers {
 			o.GuestAgentDelay = 200 * time.Millisecond
 		}),
 	}
-	machineOptions := []providersdk.Option{
-		providersdk.WithInFlightBackoff(100*time.Millisecond, time.Second),
-		providersdk.WithUnreachableBackoff(200*time.Millisecond, 2*time.Second),
-		providersdk.WithGuestBackoff(100*time.Millisecond, time.Second, 1000),
-	}
+	machineOptions := testenv.FastMachineOptions()
 	vsCfg := vsphere.Config(vsphere.WithShutdownTimeout(2 * time.Second))
 	pveCfg := proxmox.Config(proxmox.WithSnippetWriter(c.pve), proxmox.WithShutdownTimeout(2*time.Second))
 	for _, p := range []*providersdk.Config{&vsCfg, &pveCfg} {

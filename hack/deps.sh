@@ -3,14 +3,15 @@
 # run as root. The core suite needs none: Kubernetes itself is built from source by
 # hack/envtest.sh. Provider suites add their packages (e.g. libvirt-daemon) here, and
 # the clients banlieue did not write that witness its simulators: python3-proxmoxer
-# drives the Proxmox VE simulator (requests is only its recommendation, so it is named).
+# drives the Proxmox VE simulator (requests is only its recommendation, so it is named),
+# and virsh (libvirt-clients) lists the domains libvirtd holds.
 # The NoCloud seed's witnesses are xorriso, which reads the ISO back, and cloud-init's
 # own code, which reads the seed and its network-config: the cloud-init package is
 # unpacked in the cache below, never installed, as its boot services would reconfigure
 # this host; python3-yaml and python3-configobj are the libraries that code imports.
 set -euo pipefail
 
-packages=(libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils dnsmasq-base ovmf iptables
+packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base ovmf iptables
 	python3-proxmoxer python3-requests xorriso python3-yaml python3-configobj)
 # cloud_init is where pkg/nocloud's tests look for the unpacked package (usr/lib/python3/…).
 cloud_init=${XDG_CACHE_HOME:-$HOME/.cache}/banlieue/cloud-init

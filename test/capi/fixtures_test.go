@@ -36,9 +36,6 @@ const (
 	deploymentNameLabel = "cluster.x-k8s.io/deployment-name"
 )
 
-// bootstrapSecretType is the type of Cluster API's bootstrap data Secrets.
-const bootstrapSecretType corev1.SecretType = "cluster.x-k8s.io/secret"
-
 // fixture is one test's namespace and clients.
 type fixture struct {
 	t   testing.TB
@@ -122,7 +119,7 @@ func (f *fixture) bootstrapSecret(cluster, name, data string) {
 	f.t.Helper()
 	f.create(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: map[string]string{clusterNameLabel: cluster}},
-		Type:       bootstrapSecretType,
+		Type:       banlieuev1.ClusterAPIBootstrapSecretType,
 		Data:       map[string][]byte{"value": []byte(data), "format": []byte("cloud-config")},
 	})
 }

@@ -130,14 +130,15 @@ func (e *env) mustReconcile(r *providersdk.Reconciler, m *testv1.TestMachine) ct
 	return res
 }
 
-// run runs Setup's controllers for cfg in a manager that caches the env's namespace,
-// until the test ends.
+// run runs Setup's controllers for cfg in a manager that caches the env's namespace
+// (cfg.Namespace's instead, with cfg.CacheOptions, as 'banlieue provider' does), until
+// the test ends.
 func (e *env) run(cfg providersdk.Config) {
 	e.t.Helper()
 	mgr, err := ctrl.NewManager(suite.Config, ctrl.Options{
 		Scheme:     suite.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		Cache:      cfg.CacheOptions(cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}}),
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {

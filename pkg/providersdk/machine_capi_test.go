@@ -16,11 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -638,27 +635,7 @@ func TestTheWatchScopeLeavesOtherMachinesAlone(t *testing.T) {
 	d := newRecorder()
 	cfg := providersdk.Config{Class: provider.ProviderClass, MachineKind: testMachineGVK, Driver: d, Namespace: tenant, WatchFilter: "blue",
 		MachineOptions: []providersdk.Option{providersdk.WithFinalizer(provider.Finalizer)}}
-	mgr, err := ctrl.NewManager(suite.Config, ctrl.Options{
-		Scheme:     suite.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cfg.CacheOptions(cache.Options{}),
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := providersdk.Setup(mgr, cfg); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	e.run(cfg)
 
 	in := func(ns string, labels map[string]string) func(*testv1.TestMachine) {
 		return func(m *testv1.TestMachine) { m.Namespace, m.Labels = ns, labels }

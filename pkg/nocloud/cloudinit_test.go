@@ -189,7 +189,7 @@ func TestCloudInitReadsTheSeed(t *testing.T) {
 			seed: Seed{UserData: []byte("#cloud-config\npackages: [nginx]\n"), InstanceID: "0b6f7c1e-2a1b-4c3d-9e8f-0a1b2c3d4e5f", Hostname: "web-1"},
 		},
 		{
-			// The MACs are upper case, as the Proxmox VE provider makes them (seedMACs).
+			// The MACs are upper case, as the Proxmox VE provider makes them (nocloud.MachineMACs).
 			name: "a static NIC and a DHCP one, found by their MACs",
 			seed: Seed{UserData: []byte("#cloud-config\n"), InstanceID: "3f2a9c4e-0000-4000-8000-000000000001", Hostname: "db.prod"},
 			ifaces: []Interface{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -41,7 +42,11 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ provider
 		return providersdk.CreateResult{}, err
 	}
 	if spec.Seed != nil {
-		iso, err := nocloud.Seed{UserData: m.UserData, InstanceID: string(m.UID), Hostname: nocloud.Hostname(m.Name)}.BuildISO()
+		seed, err := nocloud.MachineSeed(m)
+		if err != nil {
+			return providersdk.CreateResult{}, err
+		}
+		iso, err := seed.BuildISO()
 		if err != nil {
 			return providersdk.CreateResult{}, err
 		}
@@ -119,8 +124,12 @@ func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.Li
 		spec.Seed = seed
 		spec.Metadata.Volumes = append(spec.Metadata.Volumes, seed.String())
 	}
-	for _, n := range m.Spec.Interfaces {
+	macs := nocloud.MachineMACs(m)
+	for i, n := range m.Spec.Interfaces {
 		nic := host.NIC{Network: n.Target[TargetNetwork], Bridge: n.Target[TargetBridge], MTU: uint(max(n.MTU, 0))}
+		if macs != nil {
+			nic.MAC = macs[i] // the seed's network-config finds the NIC by it
+		}
 		if nic.Network == "" && nic.Bridge == "" {
 			nic.Network = s.params[ParamNetwork]
 			if nic.Network == "" {
@@ -133,12 +142,13 @@ func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.Li
 }
 
 // machineVolumes are the volumes the machine's spec makes: one per disk, in its
-// pool, and the NoCloud seed, beside the boot disk, when the machine has user data.
+// pool, and the NoCloud seed, beside the boot disk, when the machine has user data or
+// static addresses (which only the seed's network-config gives the guest).
 func (s *session) machineVolumes(m *providersdk.Machine, opts *infrav1.LibvirtOptions) (disks []host.VolumeRef, seed *host.VolumeRef) {
 	for i, d := range machineDisks(m) {
 		disks = append(disks, host.VolumeRef{Pool: s.diskPool(d, i, opts), Name: volumeName(m, d.Name+".qcow2")})
 	}
-	if m.Spec.UserData != nil {
+	if m.Spec.UserData != nil || slices.ContainsFunc(m.Spec.Interfaces, nocloud.HasStaticIPAM) {
 		pool := s.defaultPool()
 		if len(disks) > 0 {
 			pool = disks[0].Pool

@@ -74,9 +74,11 @@
 // netfs pools) or a full copy of it (in block pools, which hold no overlays), sized by
 // the class (the image's size when the class has no disks); further disks are blank,
 // preallocated when their provisioning is thick or eagerZeroed. A machine with user data
-// gets a NoCloud seed: an ISO 9660 image (Rock Ridge and Joliet, label "cidata") built in
-// process with user-data and meta-data (instance-id = the machine's UID, local-hostname =
-// its name), uploaded through libvirt's volume upload stream as "<UID>-cidata.iso" and
+// or an interface with static IPAM gets a NoCloud seed: an ISO 9660 image (Rock Ridge and
+// Joliet, label "cidata") built in process with user-data, meta-data (instance-id = the
+// machine's UID, local-hostname = its name) and, with static IPAM, a network-config
+// that finds each NIC by the MAC the domain gives it (nocloud.MachineMACs; libvirt
+// chooses the MACs otherwise, and the guest takes DHCP on its first NIC), uploaded through libvirt's volume upload stream as "<UID>-cidata.iso" and
 // attached as a SATA CD-ROM. Domains have virtio disks and NICs, a serial console (no
 // graphics device) and a virtio channel for the QEMU guest agent; firmware is BIOS, UEFI
 // (libvirt's firmware auto-selection) or UEFI with Secure Boot and enrolled keys (SMM on).
@@ -100,7 +102,9 @@
 // with ResizeRequiresPowerOff; volumes only grow.
 //
 // Addresses come from the DHCP leases of the domain's MACs on its libvirt networks, then
-// from the guest agent. providerID is libvirt://<host>/<domain UUID>, with the endpoint's
+// from the guest agent. A running machine is WaitingForGuest until it reports as many
+// addresses as the domain has NICs (at least one), so the address of a NIC that came up
+// later, or a static one only the agent knows, reaches the status too. providerID is libvirt://<host>/<domain UUID>, with the endpoint's
 // host, or the host name for a local socket.
 //
 // # Deletion

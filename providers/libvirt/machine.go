@@ -95,7 +95,10 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 			return providersdk.Observation{}, err
 		}
 		o.Addresses = machineAddresses(ips)
-		o.WaitingForGuest = len(o.Addresses) == 0
+		// A guest's NICs come up one by one, and a static address is seen only through
+		// the agent, after the DHCP leases: the machine looks again until there is an
+		// address per NIC (or the SDK's bounded backoff ends), not only until the first.
+		o.WaitingForGuest = len(o.Addresses) < max(len(dom.MACs), 1)
 	}
 	if strings.HasPrefix(m.Task.Ref, shutdownTaskPrefix) && o.PowerState == banlieuev1.PowerStatePoweredOn &&
 		!m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout) {

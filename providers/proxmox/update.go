@@ -2,13 +2,13 @@ package proxmox
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/nocloud"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
@@ -114,7 +114,7 @@ func hardware(conf pve.Config, disks []string) providersdk.Hardware {
 
 // nicChanges puts NIC i on the bridge of interface i's network class (keeping the
 // template's model and the clone's MAC, or giving it the MAC the machine's seed ISO
-// names it by, see seedMACs), sets ipconfigN from the interface's IPAM, and removes the
+// names it by, see nocloud.MachineMACs), sets ipconfigN from the interface's IPAM, and removes the
 // template's NICs beyond the interfaces. A machine without interfaces keeps the
 // template's NICs.
 func (s *session) nicChanges(m *providersdk.Machine, conf pve.Config, c *changeSet) error {
@@ -123,7 +123,7 @@ func (s *session) nicChanges(m *providersdk.Machine, conf pve.Config, c *changeS
 	}
 	var macs []string
 	if isSeedOf(descriptionValue(conf["description"], descriptionUserData), m.UID) {
-		macs = seedMACs(m)
+		macs = nocloud.MachineMACs(m)
 	}
 	for i, iface := range m.Spec.Interfaces {
 		key := "net" + strconv.Itoa(i)
@@ -169,67 +169,31 @@ func (s *session) nicChanges(m *providersdk.Machine, conf pve.Config, c *changeS
 	return nil
 }
 
-// addressing is an interface's IP configuration as its IPAM gives it, which PVE's
-// ipconfigN (ipConfig) and the seed's network-config (seedInterfaces) both render.
-type addressing struct {
-	dhcp        bool
-	addresses   []netip.Prefix
-	gateway     netip.Addr
-	nameservers []string
-}
-
-// hasStaticIPAM reports whether an interface's addresses are static.
-func hasStaticIPAM(iface infrav1.MachineInterface) bool {
-	return iface.IPAM != nil && iface.IPAM.Source == banlieuev1.IPAMSourceStatic
-}
-
-// addressingOf reads an interface's IPAM: DHCP unless it is static.
-func addressingOf(iface infrav1.MachineInterface) (addressing, error) {
-	if iface.IPAM == nil || iface.IPAM.Source == "" || iface.IPAM.Source == banlieuev1.IPAMSourceDHCP {
-		return addressing{dhcp: true}, nil
-	}
-	if !hasStaticIPAM(iface) || !iface.IPAM.Static.IsDefined() {
-		return addressing{}, providersdk.Permanent(infrav1.MachineFailedReason,
-			"interface %q: IPAM source %s is not supported by the Proxmox provider; use dhcp or static", iface.Name, iface.IPAM.Source)
-	}
-	st := iface.IPAM.Static
-	a := addressing{nameservers: st.Nameservers}
-	a.gateway, _ = netip.ParseAddr(st.Gateway)
-	for _, s := range st.Addresses {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return addressing{}, providersdk.Permanent(infrav1.MachineFailedReason, "interface %q: address %q is not in CIDR notation", iface.Name, s)
-		}
-		a.addresses = append(a.addresses, p)
-	}
-	return a, nil
-}
-
 // ipConfig is an interface's cloud-init network config, as PVE's ipconfigN writes it
 // (one address of each family, with the gateway of its family), and its name servers.
 func ipConfig(iface infrav1.MachineInterface) (string, string, error) {
-	a, err := addressingOf(iface)
+	a, err := nocloud.AddressingOf(iface)
 	switch {
 	case err != nil:
 		return "", "", err
-	case a.dhcp:
+	case a.DHCP:
 		return "ip=dhcp", "", nil
 	}
 	var parts []string
-	for _, p := range a.addresses {
+	for _, p := range a.Addresses {
 		if p.Addr().Is4() && !slices.ContainsFunc(parts, func(s string) bool { return strings.HasPrefix(s, "ip=") }) {
 			parts = append(parts, "ip="+p.String())
-			if a.gateway.Is4() {
-				parts = append(parts, "gw="+a.gateway.String())
+			if a.Gateway.Is4() {
+				parts = append(parts, "gw="+a.Gateway.String())
 			}
 		} else if p.Addr().Is6() && !slices.ContainsFunc(parts, func(s string) bool { return strings.HasPrefix(s, "ip6=") }) {
 			parts = append(parts, "ip6="+p.String())
-			if a.gateway.Is6() {
-				parts = append(parts, "gw6="+a.gateway.String())
+			if a.Gateway.Is6() {
+				parts = append(parts, "gw6="+a.Gateway.String())
 			}
 		}
 	}
-	return strings.Join(parts, ","), strings.Join(a.nameservers, " "), nil
+	return strings.Join(parts, ","), strings.Join(a.Nameservers, " "), nil
 }
 
 // cpus is a config's vCPU count: cores times sockets.

@@ -2,7 +2,6 @@ package proxmox
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,68 +49,6 @@ func isSeedOf(volid string, uid k8stypes.UID) bool {
 	return ok && strings.HasPrefix(name, "iso/"+seedPrefix(uid)) && strings.HasSuffix(name, ".iso")
 }
 
-// seedOf is the machine's NoCloud seed: its user data, meta-data naming its UID and
-// host name, and a network-config when an interface has static IPAM.
-func seedOf(m *providersdk.Machine) (nocloud.Seed, error) {
-	ifaces, err := seedInterfaces(m)
-	if err != nil {
-		return nocloud.Seed{}, err
-	}
-	return nocloud.Seed{
-		UserData:      m.UserData,
-		InstanceID:    string(m.UID),
-		Hostname:      nocloud.Hostname(m.Name),
-		NetworkConfig: nocloud.NetworkConfig(ifaces),
-	}, nil
-}
-
-// seedInterfaces are the machine's interfaces as the seed's network-config names
-// them, each by the MAC seedMACs gives it; none unless one has static IPAM (the
-// guest then configures its first NIC by DHCP, as PVE's ipconfig=dhcp would).
-func seedInterfaces(m *providersdk.Machine) ([]nocloud.Interface, error) {
-	macs := seedMACs(m)
-	if macs == nil {
-		return nil, nil
-	}
-	out := make([]nocloud.Interface, 0, len(m.Spec.Interfaces))
-	for i, iface := range m.Spec.Interfaces {
-		a, err := addressingOf(iface)
-		if err != nil {
-			return nil, err
-		}
-		ni := nocloud.Interface{ID: "net" + strconv.Itoa(i), MAC: macs[i], DHCP: a.dhcp, Nameservers: a.nameservers, MTU: int(iface.MTU)}
-		for _, p := range a.addresses {
-			ni.Addresses = append(ni.Addresses, p.String())
-		}
-		switch {
-		case a.gateway.Is4():
-			ni.Gateway4 = a.gateway.String()
-		case a.gateway.Is6():
-			ni.Gateway6 = a.gateway.String()
-		}
-		out = append(out, ni)
-	}
-	return out, nil
-}
-
-// seedMACs are the MACs of the machine's NICs when its seed has a network-config
-// (an interface with static IPAM): the seed, written before the clone, finds each NIC
-// by its MAC, and PVE gives a clone's NICs new random ones, so NIC i gets a locally
-// administered MAC made from the machine's UID and i. nil otherwise: the NICs keep
-// the MACs PVE gave them.
-func seedMACs(m *providersdk.Machine) []string {
-	if !slices.ContainsFunc(m.Spec.Interfaces, hasStaticIPAM) {
-		return nil
-	}
-	macs := make([]string, len(m.Spec.Interfaces))
-	for i := range macs {
-		sum := sha256.Sum256(fmt.Appendf(nil, "%s/net%d", m.UID, i))
-		// 0x02: locally administered and unicast, as PVE requires of a NIC's MAC.
-		macs[i] = fmt.Sprintf("02:%02X:%02X:%02X:%02X:%02X", sum[0], sum[1], sum[2], sum[3], sum[4])
-	}
-	return macs
-}
-
 // writeSeed makes sure the machine's seed ISO is in an iso storage of node (see
 // isoStorage) and returns its volume ID. It lists the storage's ISOs: the file is
 // there when a call before uploaded it (a provider that crashed meanwhile included),
@@ -123,7 +60,7 @@ func (s *session) writeSeed(ctx context.Context, m *providersdk.Machine, node st
 	if err != nil {
 		return "", "", err
 	}
-	seed, err := seedOf(m)
+	seed, err := nocloud.MachineSeed(m)
 	if err != nil {
 		return "", "", err
 	}

@@ -104,6 +104,8 @@ type NIC struct {
 	Bridge string
 	// MTU is the interface's MTU; the network's when 0.
 	MTU uint
+	// MAC is the NIC's MAC address; libvirt gives it one when empty.
+	MAC string
 }
 
 // renderDomain renders the domain XML of spec. Disks are virtio (vda, vdb, …), the seed
@@ -167,6 +169,9 @@ func renderDomain(spec DomainSpec) (string, error) {
 		}
 		if n.MTU > 0 {
 			nic.MTU = &libvirtxml.DomainInterfaceMTU{Size: n.MTU}
+		}
+		if n.MAC != "" {
+			nic.MAC = &libvirtxml.DomainInterfaceMAC{Address: n.MAC}
 		}
 		d.Devices.Interfaces = append(d.Devices.Interfaces, nic)
 	}

@@ -11,6 +11,7 @@ CRD_REF_DOCS = $(shell bash hack/tool.sh crd-ref-docs)
 ENVTEST_ASSETS_CMD = bash hack/envtest.sh | tail -n 1
 # Cluster API's core manager, clusterctl and CRDs, for test/capi; the same pattern.
 CAPI_ASSETS_CMD = bash hack/capi.sh | tail -n 1
+GUEST_IMAGE_CMD = bash hack/guest-image.sh | tail -n 1
 
 ##@ General
 
@@ -74,6 +75,10 @@ clusterctl-repository: ## Render banlieue's infrastructure providers as a cluste
 capi-assets: ## Build Cluster API's core manager and clusterctl from source, with its CRDs (cached); prints their folder last.
 	@bash hack/capi.sh
 
+.PHONY: guest-image
+guest-image: ## Build the Debian guest image (cloud-init, guest agent) from Debian's packages (cached); prints its path last.
+	@bash hack/guest-image.sh
+
 ##@ Test
 
 .PHONY: deps
@@ -82,9 +87,9 @@ deps: ## Install the Debian packages the tests need (as root, when missing).
 
 .PHONY: test
 test: deps verify vet lint ## Run the whole test suite, with a real API server (never -race: too slow on 2 cores).
-	@assets=$$($(ENVTEST_ASSETS_CMD)); capi=$$($(CAPI_ASSETS_CMD)); helm=$$(bash hack/tool.sh helm); \
-	echo "KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi HELM=$$helm go test ./... -race=false -count=1 -timeout 30m"; \
-	KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi HELM=$$helm go test ./... -race=false -count=1 -timeout 30m
+	@assets=$$($(ENVTEST_ASSETS_CMD)); capi=$$($(CAPI_ASSETS_CMD)); guest=$$($(GUEST_IMAGE_CMD)); helm=$$(bash hack/tool.sh helm); \
+	echo "KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi BANLIEUE_GUEST_IMAGE=$$guest HELM=$$helm go test ./... -race=false -count=1 -timeout 30m"; \
+	KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi BANLIEUE_GUEST_IMAGE=$$guest HELM=$$helm go test ./... -race=false -count=1 -timeout 30m
 
 .PHONY: test-capi
 test-capi: ## Run only the Cluster API conformance test (test/capi), verbosely.

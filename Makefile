@@ -138,5 +138,5 @@ build-release: ## Build bin/banlieue-release as the Dockerfile does: controller 
 .PHONY: dev
 dev: build ## Run a local control plane with banlieue and simulated backends, ready for kubectl apply.
 	@bash hack/deps.sh || echo "dev: Debian packages are missing (see above); without libvirt's, banlieue dev runs without libvirt"
-	@assets=$$($(ENVTEST_ASSETS_CMD)); \
-	exec bin/banlieue dev --assets "$$assets"
+	@assets=$$($(ENVTEST_ASSETS_CMD)); guest=$$(bash hack/guest-image.sh --cached || true); \
+	exec bin/banlieue dev --assets "$$assets" --guest-image "$$guest"

@@ -33,15 +33,21 @@ type Backends struct {
 	VSphere *vspheresim.Simulator
 	// Proxmox is the simulated Proxmox VE cluster.
 	Proxmox *proxmoxsim.Simulator
-	// Libvirt is a private libvirtd with a pool, a network and a blank image; nil when
-	// none can run here, and LibvirtUnavailable says why.
+	// Libvirt is a private libvirtd with a pool, a network and an image (the guest image,
+	// or a blank disk without it); nil when none can run here, and LibvirtUnavailable
+	// says why.
 	Libvirt *libvirtd.Daemon
+	// LibvirtGuest is the guest image the libvirt pool holds; "" for a blank disk.
+	LibvirtGuest string
 	// LibvirtUnavailable says why Libvirt is nil.
 	LibvirtUnavailable string
 }
 
-// StartBackends starts the simulated backends on loopback.
-func StartBackends() (*Backends, error) {
+// StartBackends starts the simulated backends on loopback. guestImage is the qcow2
+// hack/guest-image.sh builds (a Debian guest with cloud-init and the guest agent): the
+// libvirt pool holds it as its image, so a VM there boots and reports its guest's
+// address; without it the image is a blank disk.
+func StartBackends(guestImage string) (*Backends, error) {
 	vs, err := vspheresim.Start(vspheresim.Options{Templates: []string{VSphereTemplate}, GuestAddressDelay: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the vCenter simulator: %w", err)
@@ -60,19 +66,20 @@ func StartBackends() (*Backends, error) {
 	}
 	b := &Backends{VSphere: vs, Proxmox: pve}
 	if b.LibvirtUnavailable = libvirtd.Unavailable(); b.LibvirtUnavailable == "" {
-		if b.Libvirt, err = startLibvirt(); err != nil {
+		if b.Libvirt, err = startLibvirt(guestImage); err != nil {
 			b.Stop()
 			return nil, err
 		}
+		b.LibvirtGuest = guestImage
 	}
 	return b, nil
 }
 
-// Names of the libvirt objects 'banlieue dev' makes: a directory pool with the blank
-// image examples/ refers to, and a NATed network on a benchmarking subnet.
+// Names of the libvirt objects 'banlieue dev' makes: a directory pool with the image
+// examples/ refers to, and a NATed network on a benchmarking subnet.
 const (
 	libvirtPool    = "banlieue"
-	libvirtImage   = "jammy.qcow2"
+	libvirtImage   = "guest.qcow2"
 	libvirtNetwork = "banlieue"
 )
 
@@ -83,7 +90,7 @@ const (
 	VSphereTemplate = "ubuntu-22.04-template"
 	// ProxmoxTemplate is the Proxmox VE simulator's template.
 	ProxmoxTemplate = "ubuntu-2204-tpl"
-	// LibvirtImage is the blank qcow2 volume, as pool/volume.
+	// LibvirtImage is the guest image (or blank qcow2) volume, as pool/volume.
 	LibvirtImage = libvirtPool + "/" + libvirtImage
 )
 
@@ -107,14 +114,18 @@ func Class(name string, cpus int32, memoryMiB int64) *banlieuev1.VMClass {
 		builder.WithInterfaces(banlieuev1.Interface{Name: "eth0", NetworkClass: "prod-net"}))
 }
 
-func startLibvirt() (*libvirtd.Daemon, error) {
+func startLibvirt(guestImage string) (*libvirtd.Daemon, error) {
 	d, err := libvirtd.Start(libvirtd.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start libvirtd: %w", err)
 	}
 	if _, err = d.DefineDirPool(libvirtPool); err == nil {
 		if err = d.DefineNetwork(libvirtNetwork, libvirtd.RandomBridge("bnldev"), libvirtd.RandomSubnet()); err == nil {
-			err = d.CreateBlankImage(libvirtPool, libvirtImage, 2)
+			if guestImage != "" {
+				err = d.AddImage(libvirtPool, libvirtImage, guestImage)
+			} else {
+				err = d.CreateBlankImage(libvirtPool, libvirtImage, 2)
+			}
 		}
 	}
 	if err != nil {

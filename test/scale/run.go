@@ -109,7 +109,8 @@ func run(ctx context.Context, o options) (string, error) {
 		}
 	}()
 	logf("Starting the simulated backends")
-	if b.sims, err = devenv.StartBackends(); err != nil {
+	// Blank disks: the libvirt VMs of a scale run are defined powered off.
+	if b.sims, err = devenv.StartBackends(""); err != nil {
 		return "", err
 	}
 	// The dev vCenter's simulated guests report addresses through a standing property

@@ -21,6 +21,7 @@ import (
 
 func newDevCommand() *cobra.Command {
 	o := devenv.Options{}
+	var guestImage string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local control plane with banlieue and simulated backends, ready for kubectl apply",
@@ -37,7 +38,7 @@ func newDevCommand() *cobra.Command {
 				return err
 			}
 			defer func() { err = errors.Join(err, env.Stop()) }()
-			backends, err := devenv.StartBackends()
+			backends, err := devenv.StartBackends(guestImage)
 			if err != nil {
 				return err
 			}
@@ -70,6 +71,11 @@ func newDevCommand() *cobra.Command {
 			libvirtLine := "  libvirt  left out: " + backends.LibvirtUnavailable
 			if backends.Libvirt != nil {
 				libvirtLine = "  libvirt  infra/kvm-dev (env=dev)      -> a private libvirtd at " + backends.Libvirt.QEMUURI()
+				if backends.LibvirtGuest != "" {
+					libvirtLine += "\n           its VMs boot a real Debian guest (TCG), from " + backends.LibvirtGuest
+				} else {
+					libvirtLine += "\n           its VMs are blank disks: 'make guest-image' builds a real guest (about 2 minutes), then make dev again"
+				}
 			}
 			fmt.Printf("banlieue dev: ready in %s\n\n"+
 				"Backends:\n  vsphere  infra/vcenter-dc1 (env=prod) -> simulated vCenter at %s\n  proxmox  infra/pve-edge (env=edge)   -> simulated Proxmox VE at %s\n%s\n\n"+
@@ -82,6 +88,7 @@ func newDevCommand() *cobra.Command {
 	f.StringVar(&o.Assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "Folder with etcd, kube-apiserver and kubectl (make envtest-assets prints it)")
 	f.StringSliceVar(&o.CRDs, "crds", []string{"config/crd/bases"}, "Folders of CRDs to install")
 	f.StringVar(&o.Dir, "dir", ".banlieue/dev", "Folder to write the kubeconfig to")
+	f.StringVar(&guestImage, "guest-image", os.Getenv("BANLIEUE_GUEST_IMAGE"), "Guest image for the libvirt host's VMs (make guest-image prints it); blank disks when empty")
 	return cmd
 }
 

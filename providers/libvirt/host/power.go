@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/digitalocean/go-libvirt"
 )
@@ -41,9 +43,17 @@ func (c *Client) RemoveManagedSave(ctx context.Context, d *Domain) error {
 	})
 }
 
-// Shutdown presses d's ACPI power button; the guest decides whether to stop.
+// Shutdown presses d's ACPI power button; the guest decides whether to stop. The mode
+// is named: by default libvirt asks the guest agent first when the domain has its
+// channel, and an agent that is wedged, or a guest whose agent is gone, answers
+// differently from the guest's own power button handling.
 func (c *Client) Shutdown(ctx context.Context, d *Domain) error {
 	return c.do(ctx, "ShutdownDomain", "shut domain "+d.Name+" down", func(l *libvirt.Libvirt) error {
+		err := l.DomainShutdownFlags(d.ref, libvirt.DomainShutdownAcpiPowerBtn)
+		if !isUnsupportedFlags(err) {
+			return err
+		}
+		// A driver without shutdown modes (libvirt's test driver) has one way only.
 		return l.DomainShutdownFlags(d.ref, 0)
 	})
 }
@@ -86,4 +96,11 @@ func (c *Client) Remove(ctx context.Context, d *Domain) error {
 		}
 		return nil
 	})
+}
+
+// isUnsupportedFlags reports whether libvirt refused a call's flags (VIR_ERR_INVALID_ARG
+// "unsupported flags"), as drivers do for modes they do not have.
+func isUnsupportedFlags(err error) bool {
+	var lerr libvirt.Error
+	return errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrInvalidArg) && strings.Contains(lerr.Message, "unsupported flags")
 }

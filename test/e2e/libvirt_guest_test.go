@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
+	"github.com/banlieue/banlieue/providers/libvirt"
+	"github.com/banlieue/banlieue/sim/libvirtd"
+	"github.com/banlieue/banlieue/test/guestagent"
+	"github.com/banlieue/banlieue/test/testenv"
+)
+
+// guestBootTimeout bounds a real guest's boot to a running agent; under TCG on two
+// busy cores a Debian guest takes about a minute.
+const guestBootTimeout = 5 * time.Minute
+
+// TestARealGuestSeesWhatBanlieuePromised boots the Debian guest hack/guest-image.sh
+// builds, through a VirtualMachine, core and the libvirt provider, and checks from inside
+// the guest, through its own agent (virsh qemu-agent-command) and libvirt's DHCP leases
+// (virsh net-dhcp-leases), what banlieue promised: the user data applied, the static
+// address of the class on the first NIC and the DHCP address on the second, both in the
+// VM's status; a power off that is the guest's own clean shutdown; a suspend that keeps
+// the guest's boot and uptime; an offline resize the guest sees; and nothing left on
+// the host after deletion.
+func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
+	image := guestagent.Image(t)
+	accel, why := guestagent.Accel()
+	t.Logf("acceleration: domainType %s (%s)", accel, why)
+	start := time.Now()
+	f := newFixture(t)
+	d := startLibvirtd(t)
+	staticNet := libvirtd.RandomSubnet() // the host's address: .1
+	if err := d.DefineNetwork("static", libvirtd.RandomBridge("bnls"), staticNet); err != nil {
+		t.Fatal(err)
+	}
+	hostAddr := netip.MustParsePrefix(staticNet)
+	staticAddr := netip.PrefixFrom(hostAddr.Addr().Next().Next().Next(), hostAddr.Bits()) // .4
+	// A real guest takes longer than an empty domain to power off through ACPI: the
+	// timeout must never be what powers it off.
+	c := libvirt.Config(libvirt.WithShutdownTimeout(3 * time.Minute))
+	c.InventoryInterval, c.ImageResync, c.MachineOptions = 2*time.Second, 2*time.Second, testenv.FastMachineOptions()
+	f.startProvider(c)
+	p := f.provider(builder.Provider(f.ns, "kvm", libvirt.ProviderClass,
+		builder.WithConnection(banlieuev1.Connection{Endpoint: d.QEMUURI()}),
+		builder.WithTestClasses(libvirt.TargetPool, lvPool, libvirt.TargetNetwork, "static", lvNetwork),
+		builder.WithParameters(map[string]string{libvirt.ParamPool: lvPool, libvirt.ParamDomainType: accel}),
+	), nil)
+	f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: ")) }, 30*time.Second)
+
+	token := "token-" + f.ns
+	f.create(builder.UserDataSecret(f.ns, "cloud-init", map[string][]byte{"user-data": fmt.Appendf(nil,
+		"#cloud-config\nhostname: witnessed-%s\nwrite_files:\n  - path: /var/lib/banlieue/token\n    content: %s\n", f.ns, token)}))
+	const vol = "debian-guest.qcow2"
+	if err := d.AddImage(lvPool, vol, image); err != nil {
+		t.Fatal(err)
+	}
+	img := f.image("debian", builder.BackingFile(libvirt.ProviderClass, lvPool+"/"+vol))
+	class := f.class("guest", builder.WithHardware(1, 1024),
+		builder.WithDisks(banlieuev1.Disk{Name: "root", SizeGiB: 4, StorageClass: "fast"}),
+		builder.WithInterfaces(
+			banlieuev1.Interface{Name: "eth0", NetworkClass: "prod", IPAM: &banlieuev1.IPAM{
+				Source: banlieuev1.IPAMSourceStatic, Static: banlieuev1.StaticIPAM{Addresses: []string{staticAddr.String()}}}},
+			banlieuev1.Interface{Name: "eth1", NetworkClass: "backend"},
+		))
+	vm := f.vm("guest-1", class, img, func(vm *banlieuev1.VirtualMachine) {
+		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+	})
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(vm.Status.ProviderID).NotTo(BeEmpty(), "the VM has no domain; its conditions: %v", vm.Status.Conditions)
+	}, 2*time.Minute)
+	domain := f.ns + ".guest-1"
+	ga := guestagent.New(t, d, domain)
+	ga.WaitUp(guestBootTimeout)
+	t.Logf("guest agent up %s after the VM was created", time.Since(start).Round(time.Second))
+
+	// User data: cloud-init set the host name and wrote the token (its final stage ran).
+	f.g.Eventually(func() string { return ga.Hostname() }).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).
+		Should(Equal("witnessed-"+f.ns), "cloud-init did not set the host name of the user data")
+	f.g.Eventually(func() error { _, err := ga.TryReadFile("/var/lib/banlieue/token"); return err }).
+		WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	f.g.Expect(strings.TrimSpace(ga.ReadFile("/var/lib/banlieue/token"))).To(Equal(token))
+
+	// Addresses: the class's static address on the NIC the seed names; DHCP on the
+	// other, the network's lease; the VM's status lists both.
+	var guestAddrs map[string][]string
+	var dhcpMAC, dhcpAddr string
+	f.g.Eventually(func(g Gomega) {
+		guestAddrs = ga.Addresses()
+		leases := guestagent.Leases(t, d, lvNetwork)
+		g.Expect(leases).To(HaveLen(1), "the DHCP NIC has no lease yet")
+		for mac, addr := range leases {
+			dhcpMAC, dhcpAddr = mac, addr
+		}
+		g.Expect(guestAddrs[dhcpMAC]).To(ConsistOf(dhcpAddr), "the guest's DHCP address is not the network's lease")
+	}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	f.g.Expect(guestAddrs).To(ContainElement(ConsistOf(staticAddr.Addr().String())), "the guest does not have the static address of its class")
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
+		var got []string
+		for _, a := range vm.Status.Addresses {
+			got = append(got, a.Address)
+		}
+		g.Expect(got).To(ContainElements(staticAddr.Addr().String(), dhcpAddr))
+	}, 2*time.Minute)
+	t.Logf("guest Ready with %v, %s after the VM was created", guestAddrs, time.Since(start).Round(time.Second))
+
+	// Suspended and back: the same boot, and its uptime went on.
+	bootID := ga.BootID()
+	uptime := guestUptime(t, ga)
+	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStateSuspended })
+	f.eventually(vm, func(g Gomega) { g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStateSuspended)) }, 3*time.Minute)
+	f.g.Expect(guestagent.DomainState(t, d, domain)).To(HavePrefix("shut off"), "a suspended domain is saved, not running")
+	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOn })
+	f.eventually(vm, func(g Gomega) { g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOn)) }, 3*time.Minute)
+	ga.WaitUp(time.Minute)
+	f.g.Expect(ga.BootID()).To(Equal(bootID), "resuming rebooted the guest")
+	f.g.Expect(guestUptime(t, ga)).To(BeNumerically(">=", uptime), "the guest's uptime went back")
+
+	// PoweredOff: the guest shuts itself down (ACPI's power button, systemd-logind);
+	// while it is off, the class grows to 2 CPUs and 1.5 GiB.
+	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff })
+	f.eventually(vm, func(g Gomega) { g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOff)) }, 4*time.Minute)
+	f.g.Expect(guestagent.DomainState(t, d, domain)).To(Equal("shut off (shutdown)"), "the domain was not shut down by its guest")
+	f.update(class, func() { class.Spec.Hardware.CPUs, class.Spec.Hardware.MemoryMiB = 2, 1536 })
+	f.g.Eventually(func() string { return guestagent.DomInfo(t, d, domain) }).WithTimeout(time.Minute).WithPolling(time.Second).
+		Should(And(MatchRegexp(`CPU\(s\):\s+2\n`), MatchRegexp(`Max memory:\s+1572864 KiB`)), "the domain was not resized while off")
+	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOn })
+	f.eventually(vm, func(g Gomega) { g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOn)) }, time.Minute)
+	ga.WaitUp(guestBootTimeout)
+	f.g.Expect(ga.BootID()).NotTo(Equal(bootID), "the guest did not boot again")
+	// The previous boot's journal: logind saw ACPI's power button and powered the
+	// system off, which systemd finished (a forced destroy would end it anywhere).
+	logind := ga.Exec("/usr/bin/journalctl", "-b", "-1", "-o", "cat", "--no-pager", "-t", "systemd-logind")
+	for _, want := range []string{"Power key pressed", "System is powering down"} {
+		if !strings.Contains(logind, want) {
+			t.Errorf("systemd-logind of the guest's previous boot did not say %q; it said:\n%s", want, logind)
+		}
+	}
+	last := ga.Exec("/usr/bin/journalctl", "-b", "-1", "-o", "cat", "--no-pager")
+	for _, want := range []string{"System Power Off", "Journal stopped"} {
+		if !strings.Contains(last, want) {
+			lines := strings.Split(strings.TrimSpace(last), "\n")
+			t.Errorf("the guest's previous boot has no %q in its journal; it ends:\n%s", want, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+		}
+	}
+	f.g.Expect(strings.TrimSpace(ga.Exec("/usr/bin/nproc"))).To(Equal("2"))
+	f.g.Expect(guestMemTotalMiB(t, ga)).To(BeNumerically("~", 1536, 160), "MemTotal is the class's memory less the kernel's reserve")
+
+	// Deleting the VM leaves no domain, overlay or seed; the image is the cache's, untouched.
+	uid := f.machineUIDOf("LibvirtMachine", vm.Name)
+	f.g.Expect(guestagent.Volumes(t, d, lvPool)).To(ContainElements(uid+"-root.qcow2", uid+"-cidata.iso"))
+	f.g.Expect(k8s.Delete(f.ctx, vm)).To(Succeed())
+	f.g.Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(f.ctx, client.ObjectKeyFromObject(vm), vm)) }).
+		WithTimeout(3 * time.Minute).Should(BeTrue())
+	f.g.Expect(virshDomains(t, d)).To(BeEmpty())
+	f.g.Expect(guestagent.Volumes(t, d, lvPool)).To(ConsistOf(lvImage, vol))
+	t.Logf("whole life of the real guest under %s: %s", accel, time.Since(start).Round(time.Second))
+}
+
+// guestUptime is the guest's /proc/uptime, in seconds.
+func guestUptime(t *testing.T, ga *guestagent.Agent) float64 {
+	t.Helper()
+	f := strings.Fields(ga.ReadFile("/proc/uptime"))
+	if len(f) == 0 {
+		t.Fatal("empty /proc/uptime")
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// memTotal is /proc/meminfo's MemTotal line.
+var memTotal = regexp.MustCompile(`MemTotal:\s+(\d+) kB`)
+
+// guestMemTotalMiB is the guest's MemTotal in MiB.
+func guestMemTotalMiB(t *testing.T, ga *guestagent.Agent) int {
+	t.Helper()
+	m := memTotal.FindStringSubmatch(ga.ReadFile("/proc/meminfo"))
+	if m == nil {
+		t.Fatal("no MemTotal in /proc/meminfo")
+	}
+	kb, _ := strconv.Atoi(m[1])
+	return kb / 1024
+}

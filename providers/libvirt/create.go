@@ -75,7 +75,7 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ provider
 	if m.DesiredPower() == banlieuev1.PowerStatePoweredOff || dom.State != host.StateShutoff {
 		return res, nil // one an interrupted Create started already runs
 	}
-	return res, s.host.Start(ctx, dom)
+	return res, s.start(ctx, dom)
 }
 
 // machineDisks are the machine's disks; a machine whose class has none gets one boot

@@ -84,7 +84,10 @@
 // (libvirt's firmware auto-selection) or UEFI with Secure Boot and enrolled keys (SMM on).
 // The hypervisor is KVM when the host offers it, TCG otherwise, unless the Provider's
 // parameter domainType names one (qemu, i.e. TCG, for hosts whose KVM cannot run the
-// guests, as some nested setups cannot run OVMF).
+// guests, as some nested setups cannot run OVMF). Without it, a domain whose QEMU
+// refuses the KVM libvirt offered (a /dev/kvm closed to QEMU's user) is redefined for
+// TCG and started, and the session's later domains run under TCG; with domainType kvm
+// the machine is HypervisorUnavailable, quoting QEMU.
 //
 // # Power
 //

@@ -43,6 +43,9 @@ type hostInfo struct {
 	failureDomain string
 	// idHost is the host in providerIDs: the endpoint's host, or the host name.
 	idHost string
+	// kvmRefused is QEMU's refusal of KVM when libvirt offered it but QEMU could not
+	// use it, so that domainType fell back to TCG; "" otherwise.
+	kvmRefused string
 }
 
 // hostInfo returns what the host is, reading it on first use.
@@ -112,6 +115,9 @@ func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) 
 		}),
 		Features: slices.Clone(h.features),
 		Raw:      map[string]string{"hostname": h.hostname, "uri": s.host.URI(), "domainType": h.domainType, "arch": h.arch},
+	}
+	if h.kvmRefused != "" {
+		attrs.Raw["kvmRefused"] = h.kvmRefused
 	}
 	for _, f := range s.features {
 		if !slices.Contains(checkedFeatures, f) && !slices.Contains(attrs.Features, f) {

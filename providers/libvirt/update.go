@@ -109,10 +109,10 @@ func (s *session) setPower(ctx context.Context, m *providersdk.Machine, dom *hos
 		case host.StatePMSuspended:
 			return providersdk.UpdateResult{}, s.host.Wakeup(ctx, dom)
 		}
-		return providersdk.UpdateResult{}, s.host.Start(ctx, dom) // restores a managed save
+		return providersdk.UpdateResult{}, s.start(ctx, dom) // restores a managed save
 	case banlieuev1.PowerStateSuspended:
 		if have == banlieuev1.PowerStatePoweredOff {
-			return providersdk.UpdateResult{}, s.host.Start(ctx, dom) // saved on the next reconcile
+			return providersdk.UpdateResult{}, s.start(ctx, dom) // saved on the next reconcile
 		}
 		return providersdk.UpdateResult{}, s.host.ManagedSave(ctx, dom)
 	}

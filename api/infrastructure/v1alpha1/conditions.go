@@ -108,6 +108,10 @@ const (
 	// an I/O error); the message says how to restart it.
 	MachineGuestStoppedReason = "GuestStopped"
 
+	// MachineHypervisorUnavailableReason: the hypervisor the Provider asks for cannot
+	// run the VM on its host (QEMU cannot open /dev/kvm); the message quotes the backend.
+	MachineHypervisorUnavailableReason = "HypervisorUnavailable"
+
 	// MachineReconcileErrorReason: an unexpected error; the message carries it.
 	MachineReconcileErrorReason = "ReconcileError"
 

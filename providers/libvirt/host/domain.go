@@ -207,15 +207,7 @@ type IndexedDisk struct {
 // Reconfigure redefines d (shut off) with r's CPUs, memory, added disks and metadata,
 // keeping the rest of its definition and other tools' metadata.
 func (c *Client) Reconfigure(ctx context.Context, d *Domain, r Reshape) error {
-	return c.do(ctx, "ReconfigureDomain", "reconfigure domain "+d.Name, func(l *libvirt.Libvirt) error {
-		x, err := l.DomainGetXMLDesc(d.ref, libvirt.DomainXMLInactive)
-		if err != nil {
-			return err
-		}
-		def := &libvirtxml.Domain{}
-		if err := def.Unmarshal(x); err != nil {
-			return err
-		}
+	return c.redefine(ctx, "ReconfigureDomain", "reconfigure domain "+d.Name, d, func(def *libvirtxml.Domain) {
 		if def.Devices == nil {
 			def.Devices = &libvirtxml.DomainDeviceList{}
 		}
@@ -226,6 +218,29 @@ func (c *Client) Reconfigure(ctx context.Context, d *Domain, r Reshape) error {
 		def.Memory = &libvirtxml.DomainMemory{Value: r.MemoryMiB, Unit: "MiB"}
 		def.CurrentMemory = &libvirtxml.DomainCurrentMemory{Value: r.MemoryMiB, Unit: "MiB"}
 		def.Metadata = &libvirtxml.DomainMetadata{XML: replaceMetadata(def.Metadata, r.Metadata)}
+	})
+}
+
+// SetType redefines d (shut off) to run on the hypervisor domainType (kvm or qemu),
+// keeping the rest of its definition: name, UUID, devices and metadata.
+func (c *Client) SetType(ctx context.Context, d *Domain, domainType string) error {
+	return c.redefine(ctx, "RetypeDomain", "redefine domain "+d.Name+" as "+domainType, d, func(def *libvirtxml.Domain) {
+		def.Type = domainType
+	})
+}
+
+// redefine defines d again with its inactive definition as edit changes it.
+func (c *Client) redefine(ctx context.Context, operation, what string, d *Domain, edit func(*libvirtxml.Domain)) error {
+	return c.do(ctx, operation, what, func(l *libvirt.Libvirt) error {
+		x, err := l.DomainGetXMLDesc(d.ref, libvirt.DomainXMLInactive)
+		if err != nil {
+			return err
+		}
+		def := &libvirtxml.Domain{}
+		if err := def.Unmarshal(x); err != nil {
+			return err
+		}
+		edit(def)
 		nx, err := def.Marshal()
 		if err != nil {
 			return err

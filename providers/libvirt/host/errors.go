@@ -157,3 +157,48 @@ func isCode(err error, codes ...libvirt.ErrorNumber) bool {
 	}
 	return false
 }
+
+// KVMRefusedError says QEMU could not use KVM for a domain of type kvm: the host's
+// /dev/kvm is missing, or closed to the user QEMU runs as (libvirt-qemu on a stock
+// host, where the device is often 0600 root), though libvirt offered kvm.
+type KVMRefusedError struct {
+	// QEMU is QEMU's (or libvirt's) own line saying so.
+	QEMU string
+	err  error
+}
+
+// Error quotes QEMU.
+func (e *KVMRefusedError) Error() string { return "QEMU cannot use KVM: " + e.QEMU }
+
+// Unwrap returns libvirt's whole error.
+func (e *KVMRefusedError) Unwrap() error { return e.err }
+
+// kvmRefusals are the texts with which QEMU, and libvirt before it, refuse to run a
+// domain on KVM, as they print them (QEMU's accel/kvm, libvirt's qemu_process.c).
+var kvmRefusals = []string{
+	"Could not access KVM kernel module",
+	"failed to initialize kvm",
+	"failed to initialize KVM",
+	"Domain requires KVM, but it is not available",
+}
+
+// kvmRefused returns err as a KVMRefusedError, quoting the line of it that refuses
+// KVM, when it is one; else nil.
+func kvmRefused(err error) *KVMRefusedError {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, r := range kvmRefusals {
+		i := strings.Index(msg, r)
+		if i < 0 {
+			continue
+		}
+		line := msg[i:]
+		if j := strings.IndexByte(line, '\n'); j >= 0 {
+			line = line[:j]
+		}
+		return &KVMRefusedError{QEMU: strings.TrimSpace(line), err: err}
+	}
+	return nil
+}

@@ -8,11 +8,16 @@ import (
 	"github.com/digitalocean/go-libvirt"
 )
 
-// Start starts d, restoring its managed save image when it has one.
+// Start starts d, restoring its managed save image when it has one. When QEMU cannot
+// use KVM for it, the error is a *KVMRefusedError.
 func (c *Client) Start(ctx context.Context, d *Domain) error {
-	return c.do(ctx, "StartDomain", "start domain "+d.Name, func(l *libvirt.Libvirt) error {
+	err := c.do(ctx, "StartDomain", "start domain "+d.Name, func(l *libvirt.Libvirt) error {
 		return l.DomainCreate(d.ref)
 	})
+	if refused := kvmRefused(err); refused != nil {
+		return refused
+	}
+	return err
 }
 
 // Resume resumes d's paused CPUs.

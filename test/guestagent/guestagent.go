@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -37,24 +38,24 @@ func Image(t testing.TB) string {
 	return p
 }
 
-// Accel is the domain type a real guest runs with: BANLIEUE_GUEST_ACCEL (kvm or
-// qemu) when set; else kvm when the host's KVM can run a stock guest, and qemu (TCG)
-// otherwise, with the reason. A KVM of the PVM kind (a paravirtual KVM for nested
-// hosts: the module kvm_pvm) starts QEMU but cannot run a stock kernel, so libvirt
-// offers it and the guest hangs in its boot loader: only TCG works there.
+// Accel is the domain type a test must name for a real guest to run, with the reason;
+// "" leaves the choice to the libvirt provider, which takes KVM when libvirt offers it
+// and falls back to TCG when QEMU cannot use it. BANLIEUE_GUEST_ACCEL (kvm or qemu)
+// forces one. A KVM of the PVM kind (a paravirtual KVM for nested hosts: the module
+// kvm_pvm, with a /dev/kvm) starts QEMU but cannot run a stock kernel, so libvirt offers
+// it, QEMU runs, and the guest hangs in its boot loader: only TCG works there, and
+// nothing a provider can see says so.
 func Accel() (domainType, why string) {
 	switch a := os.Getenv("BANLIEUE_GUEST_ACCEL"); a {
 	case "kvm", "qemu":
-		return a, "BANLIEUE_GUEST_ACCEL=" + a
+		return a, "forced by BANLIEUE_GUEST_ACCEL=" + a
 	}
 	if _, err := os.Stat("/sys/module/kvm_pvm"); err == nil {
-		return "qemu", "this host's KVM is kvm_pvm, which cannot run a stock guest kernel"
+		if _, err := os.Stat("/dev/kvm"); err == nil {
+			return "qemu", "forced: this host's /dev/kvm is kvm_pvm's, which cannot run a stock guest kernel"
+		}
 	}
-	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
-		_ = f.Close()
-		return "kvm", "/dev/kvm opens for QEMU's user (root here)"
-	}
-	return "qemu", "/dev/kvm is missing or closed to QEMU's user"
+	return "", "the provider's choice"
 }
 
 // Agent is the QEMU guest agent of a domain, reached with virsh's qemu-agent-command:
@@ -269,6 +270,20 @@ func DomainState(t testing.TB, d *libvirtd.Daemon, domain string) string {
 func DomInfo(t testing.TB, d *libvirtd.Daemon, domain string) string {
 	t.Helper()
 	return Virsh(t, d, "dominfo", domain)
+}
+
+// domainTypeAttr is the type attribute of a domain's XML.
+var domainTypeAttr = regexp.MustCompile(`<domain type='(\w+)'`)
+
+// DomainType is the hypervisor the domain runs on as libvirt defines it: kvm or qemu
+// (TCG).
+func DomainType(t testing.TB, d *libvirtd.Daemon, domain string) string {
+	t.Helper()
+	m := domainTypeAttr.FindStringSubmatch(Virsh(t, d, "dumpxml", domain))
+	if m == nil {
+		t.Fatalf("virsh dumpxml %s names no domain type", domain)
+	}
+	return m[1]
 }
 
 // Volumes lists a pool's volumes as virsh lists them, after a refresh of the pool.

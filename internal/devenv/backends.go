@@ -119,20 +119,29 @@ func startLibvirt(guestImage string) (*libvirtd.Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to start libvirtd: %w", err)
 	}
-	if _, err = d.DefineDirPool(libvirtPool); err == nil {
-		if err = d.DefineNetwork(libvirtNetwork, libvirtd.RandomBridge("bnldev"), libvirtd.RandomSubnet()); err == nil {
-			if guestImage != "" {
-				err = d.AddImage(libvirtPool, libvirtImage, guestImage)
-			} else {
-				err = d.CreateBlankImage(libvirtPool, libvirtImage, 2)
-			}
-		}
-	}
-	if err != nil {
+	if err := PrepareLibvirt(d, guestImage); err != nil {
 		d.Stop()
-		return nil, fmt.Errorf("failed to prepare libvirtd: %w", err)
+		return nil, err
 	}
 	return d, nil
+}
+
+// PrepareLibvirt makes in d what LibvirtObjects and Image name: the pool, the network
+// and the image volume, which is guestImage (see StartBackends) or a blank disk.
+func PrepareLibvirt(d *libvirtd.Daemon, guestImage string) error {
+	_, err := d.DefineDirPool(libvirtPool)
+	if err == nil {
+		err = d.DefineNetwork(libvirtNetwork, libvirtd.RandomBridge("bnldev"), libvirtd.RandomSubnet())
+	}
+	if err == nil && guestImage != "" {
+		err = d.AddImage(libvirtPool, libvirtImage, guestImage)
+	} else if err == nil {
+		err = d.CreateBlankImage(libvirtPool, libvirtImage, 2)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to prepare libvirtd: %w", err)
+	}
+	return nil
 }
 
 // Stop stops the simulated backends.

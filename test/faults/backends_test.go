@@ -14,6 +14,7 @@ import (
 	"github.com/banlieue/banlieue/sim/libvirtd"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
 	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
+	"github.com/banlieue/banlieue/test/guestagent"
 )
 
 // backends are the simulated backends, shaped as 'banlieue dev' shapes them so that
@@ -63,14 +64,9 @@ func startBackends(t *testing.T) *backends {
 		return b
 	}
 	b.Libvirt = libvirtd.StartT(t, libvirtd.Options{})
-	// The pool, image and network devenv.LibvirtObjects names.
-	if _, err := b.Libvirt.DefineDirPool("banlieue"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Libvirt.DefineNetwork("banlieue", libvirtd.RandomBridge("bnlf"), libvirtd.RandomSubnet()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Libvirt.CreateBlankImage("banlieue", "jammy.qcow2", 1); err != nil {
+	// The pool, image and network devenv.LibvirtObjects names; the image is the real
+	// guest when make test built it, so a guest lives through the libvirt rounds.
+	if err := devenv.PrepareLibvirt(b.Libvirt, os.Getenv(guestagent.ImageEnv)); err != nil {
 		t.Fatal(err)
 	}
 	return b

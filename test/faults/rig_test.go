@@ -53,6 +53,8 @@ type rig struct {
 	tmp string
 	// results are the rows of the report, one per scenario.
 	results []result
+	// guestBootID is the real guest's boot ID once it booted; "" without one.
+	guestBootID string
 }
 
 // result is one row of the report.

@@ -91,8 +91,9 @@ type outage struct {
 	name, provider string
 	down           func()
 	up             func() error
-	// canFlip says whether the outage may change a VM's power: libvirt's guests have no
-	// OS and ignore ACPI, so powering one off waits for the provider's shutdown timeout.
+	// canFlip says whether the outage may change a VM's power: libvirt's VMs are only
+	// powered on, as the real guest of guestVM must live through the suite, and a blank
+	// disk ignores ACPI, so powering one off would wait for the shutdown timeout.
 	canFlip func(*banlieuev1.VirtualMachine) bool
 }
 

@@ -96,10 +96,12 @@ func TestFaults(t *testing.T) {
 	r := newRig(t, sz, s)
 	// && stops at the first scenario that fails.
 	_ = t.Run("the fleet is created while processes are killed", r.createUnderKills) &&
+		t.Run("a real guest boots on libvirt", r.guestBooted) &&
 		t.Run("each backend is stopped and comes back", r.backendOutages) &&
 		t.Run("kube-apiserver is killed and started again", r.apiServerRestart) &&
 		t.Run("a Provider's credentials are rotated", r.credentialsRotation) &&
 		t.Run("a Provider with machines is deleted", r.providerDeletion) &&
+		t.Run("the real guest lived through it all", r.guestSurvived) &&
 		t.Run("the fleet is deleted while processes are killed", r.deleteUnderKills)
 	r.report(t)
 }

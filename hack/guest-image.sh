@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Builds banlieue's guest image: a small Debian system that boots under libvirt (BIOS)
-# with cloud-init (NoCloud only), the QEMU guest agent, systemd and a kernel, from
+# Builds banlieue's guest image: a small Debian system that boots under libvirt, with BIOS
+# or UEFI (not Secure Boot: its GRUB is unsigned), with cloud-init (NoCloud only), the QEMU guest agent, systemd and a kernel, from
 # Debian's packages, into a per-user cache outside the repository, and prints the
 # image's path (a qcow2) as the last line. A cached image for the same inputs is reused.
 #
 # Nothing is mounted and nothing is downloaded but packages: mmdebstrap installs the
 # system into a folder, using this machine's own apt sources (so no mirror is named
-# here); mkfs.ext4 -d writes that folder into the disk file's partition; GRUB's BIOS
-# boot sector and core image (grub-mkimage, with its modules built in) are written
-# before it, where grub-install would put them; qemu-img makes the qcow2.
+# here); mkfs.ext4 -d writes that folder into the disk file's root partition; GRUB's
+# BIOS boot sector and core image (grub-mkimage, with its modules built in) are written
+# before the first partition, where grub-install would put them, and GRUB's UEFI image
+# goes onto an EFI system partition made with mkfs.vfat and mtools; qemu-img makes the
+# qcow2.
 # docs/providers/libvirt.md ("Images") says what the image holds and how to use it.
 set -euo pipefail
 
@@ -20,7 +22,7 @@ suite=bookworm
 # turns ACPI's power button into a clean shutdown.
 packages=(systemd-sysv udev dbus linux-image-amd64 initramfs-tools cloud-init qemu-guest-agent
 	ifupdown isc-dhcp-client iproute2 procps)
-host_tools=(mmdebstrap grub-pc-bin e2fsprogs fdisk qemu-utils)
+host_tools=(mmdebstrap grub-pc-bin grub-efi-amd64-bin e2fsprogs dosfstools mtools fdisk qemu-utils)
 
 # The folder name is a digest of this script and its hooks (packages, steps) and of the
 # sources it installs from, so a change to any of them builds afresh.
@@ -31,6 +33,13 @@ for s in "${sources[@]}"; do [[ -s $s ]] && existing+=("$s"); done
 key=$(cat "$here"/guest-image*.sh "${existing[@]}" | sha256sum | cut -c1-12)
 out="$cache_root/guest-image/$key"
 image="$out/debian-$suite-guest.qcow2"
+
+# --cached prints the image's path only when it is built, and fails otherwise: make dev
+# uses the image when it exists and never waits for a build.
+if [[ ${1:-} == --cached ]]; then
+	[[ -s $image ]] && echo "$image"
+	exit $?
+fi
 
 mkdir -p "$cache_root/guest-image"
 exec 9>"$cache_root/guest-image/.lock"
@@ -75,21 +84,34 @@ mmdebstrap --mode=root --variant=minbase --skip=check/empty \
 	--customize-hook="$here/guest-image-customize.sh \"\$1\"" \
 	"$suite" "$root" "${existing[@]}" >&2
 
-# One MBR partition from 1 MiB, the root file system labelled "root"; the first MiB
-# holds GRUB's boot sector and core image. The file is sparse: qemu-img keeps only data.
+# MBR partitions: an EFI system partition of 32 MiB from 1 MiB, then the root file
+# system labelled "root"; the first MiB holds GRUB's BIOS boot sector and core image.
+# The file is sparse: qemu-img keeps only data. Both GRUBs find the root file system
+# by its label and read its /boot/grub/grub.cfg.
 disk="$tmp/disk.raw"
+esp_mib=32
 size_mib=$((($(du -sm "$root" | cut -f1) * 3 / 2 + 512)))
-truncate -s "$((size_mib + 1))M" "$disk"
-echo 'start=2048, type=83, bootable' | sfdisk -q "$disk"
-mkfs.ext4 -q -L root -d "$root" -E offset=1048576 "$disk" "${size_mib}M"
+truncate -s "$((1 + esp_mib + size_mib))M" "$disk"
+printf 'start=2048, size=%dMiB, type=ef\nstart=%d, type=83, bootable\n' "$esp_mib" $(((1 + esp_mib) * 2048)) | sfdisk -q "$disk"
+mkfs.ext4 -q -L root -d "$root" -E offset=$(((1 + esp_mib) * 1048576)) "$disk" "${size_mib}M"
+cat >"$tmp/early.cfg" <<'CFG'
+search --no-floppy --label --set=root root
+set prefix=($root)/boot/grub
+configfile $prefix/grub.cfg
+CFG
+modules=(part_msdos ext2 fat normal linux boot configfile echo test search search_label)
 grub=/usr/lib/grub/i386-pc
-grub-mkimage -O i386-pc -d "$grub" -o "$tmp/core.img" -p '(hd0,msdos1)/boot/grub' \
-	biosdisk part_msdos ext2 normal linux boot configfile echo test search search_label
+grub-mkimage -O i386-pc -d "$grub" -o "$tmp/core.img" -c "$tmp/early.cfg" -p /boot/grub biosdisk "${modules[@]}"
 ((($(stat -c %s "$tmp/core.img") + 511) / 512 < 2047)) || { echo "guest-image: GRUB's core image does not fit before the partition" >&2; exit 1; }
 # boot.img's code, not its partition table; it loads core.img from sector 1, whose
 # block list grub-mkimage has already sized.
 dd if="$grub/boot.img" of="$disk" bs=440 count=1 conv=notrunc status=none
 dd if="$tmp/core.img" of="$disk" bs=512 seek=1 conv=notrunc status=none
+grub-mkimage -O x86_64-efi -d /usr/lib/grub/x86_64-efi -o "$tmp/BOOTX64.EFI" -c "$tmp/early.cfg" -p /boot/grub "${modules[@]}"
+mkfs.vfat -C -n ESP "$tmp/esp.img" $((esp_mib * 1024)) >/dev/null
+mmd -i "$tmp/esp.img" ::/EFI ::/EFI/BOOT
+mcopy -i "$tmp/esp.img" "$tmp/BOOTX64.EFI" ::/EFI/BOOT/BOOTX64.EFI
+dd if="$tmp/esp.img" of="$disk" bs=1M seek=1 conv=notrunc status=none
 qemu-img convert -q -f raw -O qcow2 "$disk" "$tmp/image.qcow2"
 
 mkdir -p "$out.new"
@@ -98,7 +120,7 @@ mv "$tmp/image.qcow2" "$out.new/$(basename "$image")"
 	echo "suite: $suite"
 	echo "packages: ${packages[*]}"
 	echo "built: $(date -u +%FT%TZ) in $(($(date +%s) - start)) s"
-	echo "size: $(stat -c %s "$out.new/$(basename "$image")") bytes (qcow2), ${size_mib} MiB virtual"
+	echo "size: $(stat -c %s "$out.new/$(basename "$image")") bytes (qcow2), $((1 + esp_mib + size_mib)) MiB virtual"
 	echo "versions:"
 	chroot "$root" dpkg-query -W -f='  ${Package} ${Version}\n' "${packages[@]}"
 } >"$out.new/BUILD"

@@ -201,4 +201,8 @@ const (
 	// VirtualMachineMigratedReason: the VM's old machine is gone and the VM is placed on
 	// its new Provider.
 	VirtualMachineMigratedReason = "Migrated"
+
+	// VirtualMachineResizedReason: a new class was recorded in status.appliedClass for a
+	// placed VM, and its machine is being changed to it.
+	VirtualMachineResizedReason = "Resized"
 )

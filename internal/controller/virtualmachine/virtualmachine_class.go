@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -52,12 +53,18 @@ func (r *Reconciler) chooseClass(ctx context.Context, s *scope, live *banlieuev1
 	}
 	vm.Status.AppliedClass = appliedClassOf(live)
 	setCondition(vm, banlieuev1.VirtualMachineClassAppliedCondition, true, banlieuev1.VirtualMachineClassAppliedReason, appliedMessage(vm.Status.AppliedClass))
-	if vm.Status.Scheduled.IsDefined() {
-		// Conditional on the VM's resourceVersion: a reconcile working from a stale copy
-		// fails here instead of recording a class over a newer decision.
-		if err := r.patchStatus(ctx, s, true); err != nil {
-			return nil, err
-		}
+	if !vm.Status.Scheduled.IsDefined() {
+		return live, nil
+	}
+	// Conditional on the VM's resourceVersion: a reconcile working from a stale copy
+	// fails here instead of recording a class over a newer decision, and the Event that
+	// follows the write is recorded once.
+	if err := r.patchStatus(ctx, s, true); err != nil {
+		return nil, err
+	}
+	if applied.IsDefined() {
+		r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineResizedReason, "Resize",
+			"Resizing from VMClass %s generation %d to VMClass %s generation %d", applied.Name, applied.Generation, live.Name, live.Generation)
 	}
 	return live, nil
 }

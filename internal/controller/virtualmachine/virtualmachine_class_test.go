@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,6 +86,8 @@ func TestClassRefChangeResizesTheMachine(t *testing.T) {
 	f.g.Expect(got.Status.AppliedClass.Hardware.Disks).To(HaveLen(2))
 	f.g.Expect(condition(got, banlieuev1.VirtualMachineClassAppliedCondition).Message).To(Equal(
 		fmt.Sprintf("the machine is built from VMClass %s at generation 1, as recorded in status.appliedClass", big.Name)))
+	f.expectEvent("web", banlieuev1.VirtualMachineResizedReason, corev1.EventTypeNormal,
+		fmt.Sprintf("Resizing from VMClass %s generation 1 to VMClass %s generation 1", small.Name, big.Name))
 	f.g.Expect(f.machine("web").UID).To(Equal(machineUID), "a resize keeps the machine")
 	f.g.Expect(got.Status.Scheduled.ProviderName).To(Equal("p1"))
 }
@@ -273,6 +276,7 @@ func TestClassRefusedWhereTheVMRuns(t *testing.T) {
 				g.Expect(condition(vm, banlieuev1.VirtualMachinePlacementValidCondition).Status).To(Equal(metav1.ConditionTrue))
 			})
 			f.g.Expect(got.Status.Scheduled).To(Equal(before.Status.Scheduled))
+			f.g.Expect(f.events(f.g, "box")).NotTo(HaveKey(banlieuev1.VirtualMachineResizedReason))
 		})
 	}
 }

@@ -16,6 +16,11 @@ const (
 	// longer satisfies its spec and it has not (yet) moved.
 	VirtualMachinePlacementValidCondition = "PlacementValid"
 
+	// VirtualMachineClassAppliedCondition is true when the VM's machine is built from the
+	// class its spec asks for; false when core refused to apply it (the VM keeps the copy
+	// in status.appliedClass) or the VMClass does not exist.
+	VirtualMachineClassAppliedCondition = "ClassApplied"
+
 	// VirtualMachinePausedCondition is true while the VM is left alone: its spec.paused
 	// is true, or its infrastructure machine reports itself paused (its Provider is
 	// paused). It is false otherwise, as Cluster API v1beta2 reports Paused.
@@ -37,8 +42,29 @@ const (
 	// message names every Provider and why it was rejected.
 	VirtualMachineNoCandidateReason = "NoCandidate"
 
-	// VirtualMachineClassNotFoundReason: the VMClass in classRef does not exist.
+	// VirtualMachineClassNotFoundReason: the VMClass in classRef does not exist. A VM
+	// that has a copy of its class in status.appliedClass keeps running on it, and says
+	// so only with ClassApplied; one that has none is not placed.
 	VirtualMachineClassNotFoundReason = "ClassNotFound"
+
+	// VirtualMachineClassAppliedReason: the machine is built from the class the spec asks
+	// for, as recorded in status.appliedClass.
+	VirtualMachineClassAppliedReason = "Applied"
+
+	// VirtualMachineDiskShrinkRefusedReason: the new class has a disk smaller than the
+	// VM's; disks only grow. The VM keeps the class it has.
+	VirtualMachineDiskShrinkRefusedReason = "DiskShrinkRefused"
+
+	// VirtualMachineResizeUnsupportedReason: the new class removes, renames or reorders a
+	// disk, changes an existing disk's storageClass or provisioning, or changes the
+	// firmware or the network interfaces, which an existing VM cannot take. The VM keeps
+	// the class it has.
+	VirtualMachineResizeUnsupportedReason = "ResizeUnsupported"
+
+	// VirtualMachineResizeDoesNotFitReason: the VM's current Provider or failure domain
+	// cannot run the new class (a storage class, network class or feature it lacks); a
+	// resize never moves a VM, so the VM keeps the class it has.
+	VirtualMachineResizeDoesNotFitReason = "ResizeDoesNotFit"
 
 	// VirtualMachineImageNotFoundReason: the VMImage in imageRef does not exist.
 	VirtualMachineImageNotFoundReason = "ImageNotFound"
@@ -175,4 +201,8 @@ const (
 	// VirtualMachineMigratedReason: the VM's old machine is gone and the VM is placed on
 	// its new Provider.
 	VirtualMachineMigratedReason = "Migrated"
+
+	// VirtualMachineResizedReason: a new class was recorded in status.appliedClass for a
+	// placed VM, and its machine is being changed to it.
+	VirtualMachineResizedReason = "Resized"
 )

@@ -25,6 +25,19 @@ const (
 	MigrationPolicyNever MigrationPolicy = "never"
 )
 
+// ClassUpdatePolicy says whether a VM takes the edits of its VMClass.
+// +kubebuilder:validation:Enum=Pinned;Follow
+type ClassUpdatePolicy string
+
+const (
+	// ClassUpdatePolicyPinned builds the VM's machine from the copy of the class in
+	// status.appliedClass; an edit of the VMClass changes nothing until classRef names
+	// another class.
+	ClassUpdatePolicyPinned ClassUpdatePolicy = "Pinned"
+	// ClassUpdatePolicyFollow applies each new generation of the VMClass to the VM.
+	ClassUpdatePolicyFollow ClassUpdatePolicy = "Follow"
+)
+
 // AntiAffinityMode says whether an anti-affinity term must hold or is only preferred.
 // +kubebuilder:validation:Enum=required;preferred
 type AntiAffinityMode string
@@ -64,10 +77,19 @@ const (
 
 // VirtualMachineSpec is what the user asks for: a class, an image and where to run.
 type VirtualMachineSpec struct {
-	// classRef names the VMClass (hardware and networks) of the VM.
+	// classRef names the VMClass (hardware and networks) of the VM. Changing it resizes
+	// the VM where it runs: disks only grow or are added, and the firmware and network
+	// interfaces stay as they are; the condition ClassApplied says whether the class
+	// was applied and, if not, why.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="classRef is immutable; edit the VMClass or create a new VirtualMachine"
 	ClassRef LocalObjectReference `json:"classRef,omitempty,omitzero"`
+
+	// classUpdatePolicy says whether edits of the VMClass reach the VM: Pinned (the
+	// default) keeps the copy of the class recorded in status.appliedClass until
+	// classRef names another class; Follow applies each new generation of the class.
+	// +optional
+	// +default="Pinned"
+	ClassUpdatePolicy ClassUpdatePolicy `json:"classUpdatePolicy,omitempty"`
 
 	// imageRef names the VMImage the VM boots from.
 	// +required
@@ -242,11 +264,55 @@ type VirtualMachineStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
+	// appliedClass is the copy of the VMClass the VM's machine is built from. It is
+	// recorded before the machine is changed, and is taken anew from the VMClass only
+	// when classRef names another class, or when classUpdatePolicy is Follow and the
+	// class's generation moved on.
+	// +optional
+	AppliedClass AppliedClass `json:"appliedClass,omitempty,omitzero"`
+
 	// observedGeneration is the generation the core controller last reconciled.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
+
+// AppliedClass is the copy of a VMClass that a VM's machine is built from.
+type AppliedClass struct {
+	// name is the VMClass the copy was taken from.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// generation is the VMClass's metadata.generation when the copy was taken.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Generation int64 `json:"generation,omitempty"`
+
+	// hardware is the class's CPUs, memory and disks, as applied.
+	// +required
+	Hardware Hardware `json:"hardware,omitempty,omitzero"`
+
+	// network is the class's network interfaces, as applied.
+	// +optional
+	Network Network `json:"network,omitempty,omitzero"`
+
+	// firmware is the class's boot firmware, as applied.
+	// +optional
+	Firmware Firmware `json:"firmware,omitempty"`
+
+	// features are the backend features the class needs, as applied.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	Features []string `json:"features,omitempty"`
+}
+
+// IsDefined reports whether a class has been applied.
+func (c AppliedClass) IsDefined() bool { return c.Name != "" }
 
 // VirtualMachine is a VM that banlieue places on a Provider and keeps in the state asked for.
 //

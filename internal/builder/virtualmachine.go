@@ -39,3 +39,8 @@ func WithUserData(secret, key string) func(*banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: secret}, Key: key}
 	}
 }
+
+// WithClassUpdatePolicy sets whether a VirtualMachine takes the edits of its VMClass.
+func WithClassUpdatePolicy(policy banlieuev1.ClassUpdatePolicy) func(*banlieuev1.VirtualMachine) {
+	return func(vm *banlieuev1.VirtualMachine) { vm.Spec.ClassUpdatePolicy = policy }
+}

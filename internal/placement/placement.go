@@ -321,6 +321,30 @@ func (s *Scheduler) validate(pr *prepared, loc Location) (*Decision, string) {
 	return &Decision{Location: loc, Provider: e.p}, ""
 }
 
+// FitsClass returns why loc cannot run class, judged by the class alone: the storage
+// classes, network classes and features its Provider declares and its failure domain
+// reports available, as Validate judges them. It returns "" when loc can, and when loc
+// names a Provider or failure domain that no longer exists: Validate says that. It is
+// how a resize is checked where a VM runs, without regard to what else could move it.
+func (s *Scheduler) FitsClass(class *banlieuev1.VMClass, loc Location) string {
+	i, ok := s.byKey[providerKey{loc.ProviderNamespace, loc.ProviderName}]
+	if !ok {
+		return ""
+	}
+	features := requiredFeatures(class)
+	if why := classMisfit(s.entries[i].p, class, features); why != "" {
+		return fmt.Sprintf("Provider %s: %s", loc.ProviderKey(), why)
+	}
+	d, ok := s.index[loc]
+	if !ok {
+		return ""
+	}
+	if v := domainClassVerdict(s.domains[d].fd, class, features); v.kind != domainOK {
+		return fmt.Sprintf("Provider %s failure domain %s: %s", loc.ProviderKey(), domainName(s.domains[d].fd), v)
+	}
+	return ""
+}
+
 // notAdmitted returns why the Provider's namespaceSelector does not admit the VM's
 // namespace, or "" when it does; a nil selector admits every namespace.
 func (e *providerEntry) notAdmitted(req *Request) string {
@@ -372,17 +396,23 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) 
 	case row == nil && src.Kind == banlieuev1.ImageSourceURL:
 		return fmt.Sprintf("image %s has not been imported here yet", req.Image.Name)
 	}
-	for _, d := range req.Class.Spec.Hardware.Disks {
+	return classMisfit(p, req.Class, pr.features)
+}
+
+// classMisfit returns why the Provider's capabilities cannot run the class, whose
+// required features are features, or "".
+func classMisfit(p *banlieuev1.Provider, class *banlieuev1.VMClass, features []string) string {
+	for _, d := range class.Spec.Hardware.Disks {
 		if p.StorageClass(d.StorageClass) == nil {
 			return fmt.Sprintf("storage class %q (disk %s) is not in its capabilities", d.StorageClass, d.Name)
 		}
 	}
-	for _, i := range req.Class.Spec.Network.Interfaces {
+	for _, i := range class.Spec.Network.Interfaces {
 		if p.NetworkClass(i.NetworkClass) == nil {
 			return fmt.Sprintf("network class %q (interface %s) is not in its capabilities", i.NetworkClass, i.Name)
 		}
 	}
-	for _, f := range pr.features {
+	for _, f := range features {
 		if !slices.Contains(p.Spec.Capabilities.Features, f) {
 			return fmt.Sprintf("feature %q is not in its capabilities", f)
 		}
@@ -434,21 +464,8 @@ func (s *Scheduler) scoreDomain(pr *prepared, d int) (int, domainVerdict) {
 	if req.FailureDomainSelector != nil && !req.FailureDomainSelector.Matches(dom.labels) {
 		return 0, domainVerdict{kind: domainNotSelected}
 	}
-	attrs := &dom.fd.Attributes
-	for _, disk := range req.Class.Spec.Hardware.Disks {
-		if attrs.AvailableStorageClasses != nil && !slices.Contains(attrs.AvailableStorageClasses, disk.StorageClass) {
-			return 0, domainVerdict{kind: domainNoStorageClass, name: disk.StorageClass}
-		}
-	}
-	for _, i := range req.Class.Spec.Network.Interfaces {
-		if attrs.AvailableNetworkClasses != nil && !slices.Contains(attrs.AvailableNetworkClasses, i.NetworkClass) {
-			return 0, domainVerdict{kind: domainNoNetworkClass, name: i.NetworkClass}
-		}
-	}
-	for _, f := range pr.features {
-		if attrs.Features != nil && !slices.Contains(attrs.Features, f) {
-			return 0, domainVerdict{kind: domainNoFeature, name: f}
-		}
+	if v := domainClassVerdict(dom.fd, req.Class, pr.features); v.kind != domainOK {
+		return 0, v
 	}
 	penalty := 0
 	for i, t := range req.AntiAffinity {
@@ -461,6 +478,29 @@ func (s *Scheduler) scoreDomain(pr *prepared, d int) (int, domainVerdict) {
 		penalty++
 	}
 	return penalty, domainVerdict{}
+}
+
+// domainClassVerdict returns why the failure domain fd cannot run the class, whose
+// required features are features: a storage class, network class or feature it
+// reports unavailable.
+func domainClassVerdict(fd *banlieuev1.FailureDomain, class *banlieuev1.VMClass, features []string) domainVerdict {
+	attrs := &fd.Attributes
+	for _, disk := range class.Spec.Hardware.Disks {
+		if attrs.AvailableStorageClasses != nil && !slices.Contains(attrs.AvailableStorageClasses, disk.StorageClass) {
+			return domainVerdict{kind: domainNoStorageClass, name: disk.StorageClass}
+		}
+	}
+	for _, i := range class.Spec.Network.Interfaces {
+		if attrs.AvailableNetworkClasses != nil && !slices.Contains(attrs.AvailableNetworkClasses, i.NetworkClass) {
+			return domainVerdict{kind: domainNoNetworkClass, name: i.NetworkClass}
+		}
+	}
+	for _, f := range features {
+		if attrs.Features != nil && !slices.Contains(attrs.Features, f) {
+			return domainVerdict{kind: domainNoFeature, name: f}
+		}
+	}
+	return domainVerdict{}
 }
 
 // requiredFeatures returns the class's features plus those its firmware implies.

@@ -791,6 +791,74 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+func TestFitsClass(t *testing.T) {
+	withDisk := func(name, storageClass string) requestOpt {
+		return func(r *Request) {
+			r.Class.Spec.Hardware.Disks = append(r.Class.Spec.Hardware.Disks, banlieuev1.Disk{Name: name, SizeGiB: 10, StorageClass: storageClass})
+		}
+	}
+	tests := []struct {
+		name      string
+		providers []*banlieuev1.Provider
+		req       *Request
+		loc       Location
+		want      string
+	}{
+		{
+			name:      "A class whose storage and network classes the Provider offers fits.",
+			providers: []*banlieuev1.Provider{provider("a")},
+			req:       request(),
+			loc:       at("a", ""),
+		},
+		{
+			name:      "A class with a disk on a storage class the Provider does not declare does not fit.",
+			providers: []*banlieuev1.Provider{provider("a")},
+			req:       request(withDisk("data", "gold")),
+			loc:       at("a", ""),
+			want:      `Provider infra/a: storage class "gold" (disk data) is not in its capabilities`,
+		},
+		{
+			name:      "A class with a disk on a storage class the failure domain reports unavailable does not fit.",
+			providers: []*banlieuev1.Provider{provider("a", storageClasses("fast", "gold"), domains(domain("fd-1", availableStorage("fast"))))},
+			req:       request(withDisk("data", "gold")),
+			loc:       at("a", "fd-1"),
+			want:      `Provider infra/a failure domain fd-1: storage class "gold" is not available`,
+		},
+		{
+			name:      "A class needing a feature the Provider lacks does not fit; efi-secure needs efiSecureBoot.",
+			providers: []*banlieuev1.Provider{provider("a")},
+			req:       request(firmware(banlieuev1.FirmwareEFISecure)),
+			loc:       at("a", ""),
+			want:      `Provider infra/a: feature "efiSecureBoot" is not in its capabilities`,
+		},
+		{
+			name:      "Only the class counts: a paused Provider fits.",
+			providers: []*banlieuev1.Provider{provider("a", paused())},
+			req:       request(),
+			loc:       at("a", ""),
+		},
+		{
+			name:      "A Provider that no longer exists is left to Validate.",
+			providers: []*banlieuev1.Provider{provider("a")},
+			req:       request(withDisk("data", "gold")),
+			loc:       at("b", ""),
+		},
+		{
+			name:      "A failure domain that no longer exists is left to Validate.",
+			providers: []*banlieuev1.Provider{provider("a", domains(domain("fd-1")))},
+			req:       request(),
+			loc:       at("a", "fd-9"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, NewScheduler(tt.providers).FitsClass(tt.req.Class, tt.loc)); diff != "" {
+				t.Errorf("FitsClass() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestMessage(t *testing.T) {
 	many := func(n int) []Rejection {
 		out := make([]Rejection, 0, n)

@@ -78,6 +78,8 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 		))
 	vm := f.vm("guest-1", class, img, func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+		// The VM follows its class: the edits of the class below resize it.
+		vm.Spec.ClassUpdatePolicy = banlieuev1.ClassUpdatePolicyFollow
 	})
 	f.eventually(vm, func(g Gomega) {
 		g.Expect(vm.Status.ProviderID).NotTo(BeEmpty(), "the VM has no domain; its conditions: %v", vm.Status.Conditions)

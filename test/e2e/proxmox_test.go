@@ -91,6 +91,8 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	class := f.class("small")
 	vm := f.vm("web-1", class, f.image("ubuntu", builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName)), func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+		// The VM follows its class: the edits of the class below resize it.
+		vm.Spec.ClassUpdatePolicy = banlieuev1.ClassUpdatePolicyFollow
 	})
 	f.eventually(vm, func(g Gomega) {
 		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))

@@ -74,6 +74,8 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 	img := f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName))
 	vm := f.vm("web-1", class, img, func(vm *banlieuev1.VirtualMachine) {
 		vm.Spec.UserData = banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
+		// The VM follows its class: the edits of the class below resize it.
+		vm.Spec.ClassUpdatePolicy = banlieuev1.ClassUpdatePolicyFollow
 	})
 
 	// The VM runs on vCenter, shaped as its class says, with its user-data in guestinfo.

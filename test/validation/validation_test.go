@@ -298,10 +298,15 @@ spec:
 		want: "spec.userData.secretRef: Required value",
 	},
 	{
-		name:     "Changing a VirtualMachine's classRef is rejected as immutable.",
-		before:   baseVMNamed("change-class"),
-		manifest: replaceOnce(baseVMNamed("change-class"), "name: small", "name: large"),
-		want:     "classRef is immutable; edit the VMClass or create a new VirtualMachine",
+		name:     "A VirtualMachine whose classUpdatePolicy is neither Pinned nor Follow is rejected.",
+		manifest: baseVMNamed("class-update-always") + "  classUpdatePolicy: Always\n",
+		want:     `spec.classUpdatePolicy: Unsupported value: "Always": supported values: "Pinned", "Follow"`,
+	},
+	{
+		name:     "A VirtualMachine's classUpdatePolicy in lower case is rejected.",
+		before:   baseVMNamed("class-update-lower"),
+		manifest: baseVMNamed("class-update-lower") + "  classUpdatePolicy: follow\n",
+		want:     `spec.classUpdatePolicy: Unsupported value: "follow"`,
 	},
 	{
 		name:     "Changing a VirtualMachine's imageRef is rejected as immutable.",
@@ -1312,6 +1317,7 @@ spec:
 				"spec.placement.antiAffinity.0.mode": "required",
 				"spec.desiredPowerState":             "PoweredOn",
 				"spec.migrationPolicy":               "automatic",
+				"spec.classUpdatePolicy":             "Pinned",
 			},
 		},
 	} {
@@ -1403,7 +1409,8 @@ func nestedPath(obj *unstructured.Unstructured, path string) any {
 }
 
 // TestMutableFieldsCanBeUpdated checks that the immutability rules only pin the fields
-// they name: everything else on a VirtualMachine or Provider can still be edited.
+// they name: everything else on a VirtualMachine or Provider, classRef included, can
+// still be edited.
 func TestMutableFieldsCanBeUpdated(t *testing.T) {
 	needAPIServer(t)
 	for _, tc := range []struct {
@@ -1418,6 +1425,11 @@ func TestMutableFieldsCanBeUpdated(t *testing.T) {
     providerSelector:
       matchLabels: {dc: dc2}
 `,
+		},
+		{
+			name:   "A VirtualMachine's classRef can be changed, which resizes it, and its classUpdatePolicy too.",
+			before: baseVMNamed("resize"),
+			after:  replaceOnce(baseVMNamed("resize"), "name: small", "name: large") + "  classUpdatePolicy: Follow\n",
 		},
 		{
 			name:   "A Provider's endpoint and capabilities can be changed.",

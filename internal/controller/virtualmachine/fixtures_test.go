@@ -33,11 +33,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, nsLabels ...string) *fixture {
 	t.Helper()
-	f := &fixture{t: t, g: NewWithT(t), ctx: context.Background(), ns: fmt.Sprintf("t%d-%s", fixtureSeq.Add(1), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))}
-	if len(f.ns) > 63 {
-		f.ns = strings.TrimRight(f.ns[:63], "-_")
-	}
-	f.ns = strings.ReplaceAll(f.ns, "_", "-")
+	// A test's name, sentences of subtests included, made a namespace name.
+	name := strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
+	f := &fixture{t: t, g: NewWithT(t), ctx: context.Background(), ns: fmt.Sprintf("t%d-%s", fixtureSeq.Add(1), name)}
+	f.ns = strings.TrimRight(f.ns[:min(len(f.ns), 63)], "-")
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns, Labels: map[string]string{}}}
 	for i := 0; i+1 < len(nsLabels); i += 2 {
 		ns.Labels[nsLabels[i]] = nsLabels[i+1]

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -143,16 +144,6 @@ func TestPowerStateChangeReachesTheMachine(t *testing.T) {
 		g.Expect(condition(vm, banlieuev1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 	})
 	f.g.Expect(f.machine("box").Spec.PowerState).To(Equal(banlieuev1.PowerStatePoweredOff))
-}
-
-func TestClassResizeUpdatesTheMachine(t *testing.T) {
-	f := newFixture(t)
-	class, image := f.class("c"), f.image("i")
-	f.provider("p1", nil)
-	f.vm("grow", class, image)
-	f.scheduledOn("grow", "p1", "")
-	f.update(class, func() { class.Spec.Hardware.CPUs = 8 })
-	f.g.Eventually(func() int32 { return f.machine("grow").Spec.Hardware.CPUs }, 10*time.Second).Should(Equal(int32(8)))
 }
 
 func TestNoCandidateNamesEveryProviderAndWhy(t *testing.T) {
@@ -560,15 +551,32 @@ func TestAPlacedVMWhoseClassIsDeletedKeepsItsMachineAndSaysWhy(t *testing.T) {
 	f := newFixture(t)
 	class, image := f.class("c"), f.image("i")
 	f.provider("p1", nil)
-	f.vm("v", class, image)
+	vm := f.vm("v", class, image)
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
 	})
 	f.g.Expect(k8s.Delete(f.ctx, class)).To(Succeed())
+	// The VM runs on its copy of the class: it stays Ready, and ClassApplied says why
+	// it is built from the copy.
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(condition(vm, banlieuev1.VirtualMachineClassAppliedCondition).Reason).To(Equal(banlieuev1.VirtualMachineClassNotFoundReason))
+		g.Expect(condition(vm, banlieuev1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	})
+
+	// A VM placed before classes were recorded has no copy: its Ready condition says
+	// what is missing, and it keeps its machine.
+	f.update(vm, func() { vm.Spec.Paused = ptr.To(true) })
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(condition(vm, banlieuev1.VirtualMachinePausedCondition).Status).To(Equal(metav1.ConditionTrue))
+	})
+	f.g.Expect(k8s.Status().Patch(f.ctx, vm, client.RawPatch(types.MergePatchType, []byte(`{"status":{"appliedClass":null}}`)))).To(Succeed())
+	f.update(vm, func() { vm.Spec.Paused = nil })
 	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		ready := condition(vm, banlieuev1.ReadyCondition)
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready.Reason).To(Equal(banlieuev1.VirtualMachineClassNotFoundReason))
+		g.Expect(ready.Message).To(Equal("VMClass " + class.Name + " does not exist; create it, or set spec.classRef to a class that exists"))
+		g.Expect(condition(vm, banlieuev1.VirtualMachineClassAppliedCondition).Message).To(Equal(ready.Message))
 		g.Expect(condition(vm, banlieuev1.VirtualMachineScheduledCondition).Status).To(Equal(metav1.ConditionTrue))
 	})
 	f.g.Expect(f.machine("v")).NotTo(BeNil())

@@ -60,29 +60,46 @@ type scope struct {
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	vm := s.vm
-	class, image := &banlieuev1.VMClass{}, &banlieuev1.VMImage{}
+	live, image := &banlieuev1.VMClass{}, &banlieuev1.VMImage{}
 	for _, ref := range []struct {
 		obj    client.Object
 		name   string
 		kind   string
 		reason string
+		hint   string
 	}{
-		{class, vm.Spec.ClassRef.Name, "VMClass", banlieuev1.VirtualMachineClassNotFoundReason},
-		{image, vm.Spec.ImageRef.Name, "VMImage", banlieuev1.VirtualMachineImageNotFoundReason},
+		{live, vm.Spec.ClassRef.Name, "VMClass", banlieuev1.VirtualMachineClassNotFoundReason, "create it, or set spec.classRef to a class that exists"},
+		{image, vm.Spec.ImageRef.Name, "VMImage", banlieuev1.VirtualMachineImageNotFoundReason, "create it (the VM's reference cannot be changed)"},
 	} {
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.name}, ref.obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				s.missingRef = &metav1.Condition{Reason: ref.reason, Message: fmt.Sprintf("%s %s does not exist; create it (the VM's reference cannot be changed)", ref.kind, ref.name)}
-				if !vm.Status.Scheduled.IsDefined() {
-					setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, s.missingRef.Reason, s.missingRef.Message)
-				}
-				// A placed VM keeps its machine; only its Ready condition says what is wrong.
-				return r.mirror(ctx, s)
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("failed to get %s %s: %w", ref.kind, ref.name, err)
 			}
-			return fmt.Errorf("failed to get %s %s: %w", ref.kind, ref.name, err)
+			if ref.obj == live && vm.Status.AppliedClass.IsDefined() {
+				// The VM runs on its copy of the class; ClassApplied says the class is gone.
+				live = nil
+				continue
+			}
+			s.missingRef = &metav1.Condition{Reason: ref.reason, Message: fmt.Sprintf("%s %s does not exist; %s", ref.kind, ref.name, ref.hint)}
+			if ref.obj == live {
+				setCondition(vm, banlieuev1.VirtualMachineClassAppliedCondition, false, s.missingRef.Reason, s.missingRef.Message)
+			}
+			if !vm.Status.Scheduled.IsDefined() {
+				setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, s.missingRef.Reason, s.missingRef.Message)
+			}
+			// A placed VM keeps its machine; only its Ready condition says what is wrong.
+			return r.mirror(ctx, s)
 		}
 	}
 	providers, err := r.providers(ctx)
+	if err != nil {
+		return err
+	}
+	sched := placement.NewScheduler(providers)
+	// The class is chosen, and a new one recorded, before placement: the sticky
+	// placement is validated with the class the machine is built from, so a class that
+	// does not fit is refused where the VM runs and never moves it.
+	class, err := r.chooseClass(ctx, s, live, sched)
 	if err != nil {
 		return err
 	}
@@ -101,7 +118,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	sched := placement.NewScheduler(providers)
 
 	if vm.Status.Scheduled.IsDefined() {
 		current := locationOf(vm)

@@ -43,7 +43,7 @@ func TestKustomizeRendersTheRuleAndTheDashboardConfigMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
+	kinds := make([]string, 0, len(res.Resources()))
 	for _, r := range res.Resources() {
 		kinds = append(kinds, r.GetKind()+"/"+r.GetName())
 		switch r.GetKind() {

@@ -22,7 +22,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the Go types and markers, and the chart's copies.
+generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the Go types and markers, and the chart's copies (CRDs, RBAC, alerts, dashboard).
 	$(CONTROLLER_GEN) object paths=./api/... paths=./test/provider/api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) crd paths=./test/provider/api/... output:crd:dir=test/provider/config/crd
@@ -33,6 +33,8 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the
 	@mkdir -p charts/banlieue/crds charts/banlieue/files/rbac && rm -f charts/banlieue/crds/*.yaml && cp config/crd/bases/*.yaml charts/banlieue/crds/
 	@cp config/rbac/role.yaml charts/banlieue/files/rbac/controller.yaml && cp config/rbac/provider/role.yaml charts/banlieue/files/rbac/provider.yaml && \
 	  cp config/rbac/capi/role.yaml charts/banlieue/files/rbac/capi.yaml
+	@mkdir -p charts/banlieue/files/monitoring && cp config/monitoring/prometheusrule.yaml charts/banlieue/files/monitoring/prometheusrule.yaml && \
+	  cp config/monitoring/dashboards/banlieue.json charts/banlieue/files/monitoring/banlieue.json
 	$(CRD_REF_DOCS) --log-level=ERROR --source-path=./api --renderer=markdown --config=docs/reference/config.yaml \
 	  --templates-dir=docs/reference/templates --output-path=docs/reference/api.md
 

@@ -4,8 +4,12 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
 // BackendCalls counts the calls a provider makes to its backends' APIs, by provider
@@ -79,4 +83,73 @@ func (t *taskTracker) forgetName(key types.NamespacedName) {
 			t.gauge.Dec()
 		}
 	}
+}
+
+// ProviderConditions is a Provider's conditions as its provider controller last
+// computed them: one series per Provider (namespace, name), provider class and
+// condition type (Ready, BackendReachable, CredentialsValid), labelled with the
+// condition's reason, whose value is 1 when the condition is True and 0 otherwise. A
+// Provider has one series per type at a time: when the reason changes, the series of
+// the old reason goes. Only the replica that holds the leader election reconciles, so
+// only it reports; a Provider that is gone, or no longer of the class, reports nothing.
+// Alerts match on the reason to tell a paused Provider (Ready=False, reason Paused)
+// from a broken one.
+var ProviderConditions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "banlieue_provider_condition",
+	Help: "A Provider's conditions by type and reason: 1 when True, 0 otherwise.",
+}, []string{"namespace", "name", "class", "type", "reason"})
+
+func init() { metrics.Registry.MustRegister(ProviderConditions) }
+
+// providerConditionTypes are the condition types of a Provider that ProviderConditions
+// reports; a condition of another type is left out, so the series stay few.
+var providerConditionTypes = []string{
+	banlieuev1.ReadyCondition,
+	banlieuev1.ProviderBackendReachableCondition,
+	banlieuev1.ProviderCredentialsValidCondition,
+}
+
+// providerReasons is the reason each reported series carries, by Provider, class and
+// condition type, so that a changed reason replaces its series without a gap.
+var providerReasons = struct {
+	mu      sync.Mutex
+	reasons map[providerConditionKey]string
+}{reasons: map[providerConditionKey]string{}}
+
+// providerConditionKey is one Provider's condition type, as ProviderConditions reports it.
+type providerConditionKey struct {
+	provider types.NamespacedName
+	class    string
+	typ      string
+}
+
+// recordProviderConditions sets ProviderConditions for the Provider key of class from
+// conditions, dropping the series of a type the Provider no longer has, or of a reason
+// it no longer has.
+func recordProviderConditions(key types.NamespacedName, class string, conditions []metav1.Condition) {
+	providerReasons.mu.Lock()
+	defer providerReasons.mu.Unlock()
+	for _, t := range providerConditionTypes {
+		k := providerConditionKey{provider: key, class: class, typ: t}
+		old, reported := providerReasons.reasons[k]
+		c := meta.FindStatusCondition(conditions, t)
+		if reported && (c == nil || c.Reason != old) {
+			ProviderConditions.DeleteLabelValues(key.Namespace, key.Name, class, t, old)
+			delete(providerReasons.reasons, k)
+		}
+		if c == nil {
+			continue
+		}
+		v := 0.0
+		if c.Status == metav1.ConditionTrue {
+			v = 1
+		}
+		ProviderConditions.WithLabelValues(key.Namespace, key.Name, class, t, c.Reason).Set(v)
+		providerReasons.reasons[k] = c.Reason
+	}
+}
+
+// forgetProviderConditions drops every series of the Provider key of class.
+func forgetProviderConditions(key types.NamespacedName, class string) {
+	recordProviderConditions(key, class, nil)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -93,4 +94,58 @@ func TestTheClassDefaultsToTheMachineKind(t *testing.T) {
 	if _, found := tasksInFlight(t, provider.ProviderClass); !found {
 		t.Errorf("no banlieue_backend_tasks_in_flight series for class %q, derived from kind %s", provider.ProviderClass, provider.MachineKind.Kind)
 	}
+}
+
+// providerConditionSeries reads banlieue_provider_condition for the Provider ns/name
+// from controller-runtime's registry: "type/reason" → value.
+func providerConditionSeries(t *testing.T, ns, name string) map[string]float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, fam := range families {
+		if fam.GetName() != "banlieue_provider_condition" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == ns && labels["name"] == name && labels["class"] == provider.ProviderClass {
+				got[labels["type"]+"/"+labels["reason"]] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return got
+}
+
+func TestProviderConditionsFollowTheProviderUntilItIsGone(t *testing.T) {
+	e := newEnv(t)
+	r := newProviderReconciler(backendWith(nil, nil))
+	expect := func(step string, want map[string]float64) {
+		t.Helper()
+		if diff := cmp.Diff(want, providerConditionSeries(t, e.ns, e.provider.Name)); diff != "" {
+			t.Errorf("%s: banlieue_provider_condition (-want +got):\n%s", step, diff)
+		}
+	}
+	e.reconcileProvider(r)
+	expect("healthy", map[string]float64{"Ready/Ready": 1, "BackendReachable/Reachable": 1, "CredentialsValid/Valid": 1})
+
+	p := e.getProvider()
+	p.Spec.Paused = ptr.To(true)
+	if err := k8s.Update(e.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileProvider(r)
+	// Pausing rewrites Ready only; the series of the old reason goes with it.
+	expect("paused", map[string]float64{"Ready/Paused": 0, "BackendReachable/Reachable": 1, "CredentialsValid/Valid": 1})
+
+	if err := k8s.Delete(e.ctx, e.getProvider()); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileProvider(r)
+	expect("deleted", map[string]float64{})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -96,9 +97,14 @@ func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersio
 func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &banlieuev1.Provider{}
 	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetProviderConditions(req.NamespacedName, r.class)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !r.claims(p) {
+		// Its class may have changed from this one.
+		forgetProviderConditions(req.NamespacedName, r.class)
 		return ctrl.Result{}, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KObj(p)))
@@ -119,6 +125,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err == nil {
 		status.ObservedGeneration = p.Generation
 	}
+	recordProviderConditions(req.NamespacedName, r.class, status.Conditions)
 	return res, errors.Join(err, r.patchStatus(ctx, p, status))
 }
 
@@ -215,7 +222,9 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 // reconcileDelete holds the Provider until none of its machines is left, then drops
 // its session and its finalizer.
 func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.Provider) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(p)
 	if !controllerutil.ContainsFinalizer(p, ProviderFinalizer) {
+		forgetProviderConditions(key, r.class)
 		return ctrl.Result{}, nil
 	}
 	machines, err := machinesOn(ctx, r.machines, r.gvk, p)
@@ -234,6 +243,7 @@ func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.
 		status := p.Status.DeepCopy()
 		meta.SetStatusCondition(&status.Conditions, condition(banlieuev1.ReadyCondition, metav1.ConditionFalse, banlieuev1.ProviderDeletionBlockedReason,
 			fmt.Sprintf("deletion waits for %d %s still on this Provider (%s); delete or move their VMs", n, r.gvk.Kind, strings.Join(names, ", ")), p.Generation))
+		recordProviderConditions(key, r.class, status.Conditions)
 		return ctrl.Result{}, r.patchStatus(ctx, p, status)
 	}
 	r.sessions.Forget(ctx, p.UID)
@@ -243,5 +253,6 @@ func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.
 	if err := r.client.Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("failed to remove finalizer: %w", err))
 	}
+	forgetProviderConditions(key, r.class)
 	return ctrl.Result{}, nil
 }

@@ -114,7 +114,7 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	f.g.Expect(guestAddrs).To(ContainElement(ConsistOf(staticAddr.Addr().String())), "the guest does not have the static address of its class")
 	f.eventually(vm, func(g Gomega) {
 		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
-		var got []string
+		got := make([]string, 0, len(vm.Status.Addresses))
 		for _, a := range vm.Status.Addresses {
 			got = append(got, a.Address)
 		}

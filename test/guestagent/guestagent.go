@@ -22,18 +22,18 @@ const ImageEnv = "BANLIEUE_GUEST_IMAGE"
 
 // Image is the path of the real guest image, from BANLIEUE_GUEST_IMAGE. Without
 // it the test fails in CI and is skipped elsewhere, saying how to build the image.
-func Image(t testing.TB) string {
-	t.Helper()
+func Image(tb testing.TB) string {
+	tb.Helper()
 	p := os.Getenv(ImageEnv)
 	if p == "" {
 		msg := ImageEnv + " is not set; run the tests through 'make test', or set it to the path 'bash hack/guest-image.sh | tail -n 1' prints"
 		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
+			tb.Fatal(msg)
 		}
-		t.Skip(msg)
+		tb.Skip(msg)
 	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s: %v", ImageEnv, err)
+	if _, err := os.Stat(p); err != nil { //nolint:gosec // the image path the test runner names
+		tb.Fatalf("%s: %v", ImageEnv, err)
 	}
 	return p
 }
@@ -69,13 +69,13 @@ type Agent struct {
 
 // New is the agent of domain on the daemon; it fails the test without virsh (make test
 // installs it).
-func New(t testing.TB, d *libvirtd.Daemon, domain string) *Agent {
-	t.Helper()
+func New(tb testing.TB, d *libvirtd.Daemon, domain string) *Agent {
+	tb.Helper()
 	virsh, err := exec.LookPath("virsh")
 	if err != nil {
-		t.Fatal("virsh is not installed; make test installs it (hack/deps.sh)")
+		tb.Fatal("virsh is not installed; make test installs it (hack/deps.sh)")
 	}
-	return &Agent{t: t, virsh: virsh, uri: d.QEMUURI(), domain: domain}
+	return &Agent{t: tb, virsh: virsh, uri: d.QEMUURI(), domain: domain}
 }
 
 // Try runs one agent command and decodes its "return" into out.
@@ -85,7 +85,7 @@ func (a *Agent) Try(command string, args any, out any) error {
 		req["arguments"] = args
 	}
 	body, _ := json.Marshal(req)
-	res, err := exec.Command(a.virsh, "-c", a.uri, "qemu-agent-command", "--timeout", "10", a.domain, string(body)).CombinedOutput()
+	res, err := exec.Command(a.virsh, "-c", a.uri, "qemu-agent-command", "--timeout", "10", a.domain, string(body)).CombinedOutput() //nolint:gosec // virsh, the witness, with the test's own arguments
 	if err != nil {
 		return &agentError{command: command, out: strings.TrimSpace(string(res)), err: err}
 	}
@@ -230,25 +230,25 @@ func (a *Agent) Addresses() map[string][]string {
 
 // Virsh runs virsh against the daemon's QEMU driver and returns what it printed; it
 // fails the test when virsh is missing (make test installs it) or fails.
-func Virsh(t testing.TB, d *libvirtd.Daemon, args ...string) string {
-	t.Helper()
+func Virsh(tb testing.TB, d *libvirtd.Daemon, args ...string) string {
+	tb.Helper()
 	virsh, err := exec.LookPath("virsh")
 	if err != nil {
-		t.Fatal("virsh is not installed; make test installs it (hack/deps.sh)")
+		tb.Fatal("virsh is not installed; make test installs it (hack/deps.sh)")
 	}
-	out, err := exec.Command(virsh, append([]string{"-c", d.QEMUURI()}, args...)...).CombinedOutput()
+	out, err := exec.Command(virsh, append([]string{"-c", d.QEMUURI()}, args...)...).CombinedOutput() //nolint:gosec // virsh, the witness, with the test's own arguments
 	if err != nil {
-		t.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
+		tb.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
 
 // Leases are the DHCP leases of a libvirt network as virsh lists them: MAC → IPv4
 // address (without prefix).
-func Leases(t testing.TB, d *libvirtd.Daemon, network string) map[string]string {
-	t.Helper()
+func Leases(tb testing.TB, d *libvirtd.Daemon, network string) map[string]string {
+	tb.Helper()
 	leases := map[string]string{}
-	for _, line := range strings.Split(Virsh(t, d, "net-dhcp-leases", network), "\n") {
+	for _, line := range strings.Split(Virsh(tb, d, "net-dhcp-leases", network), "\n") {
 		f := strings.Fields(line)
 		// Expiry date, expiry time, MAC, protocol, address/prefix, host name, client ID.
 		if len(f) >= 5 && f[3] == "ipv4" {
@@ -261,15 +261,15 @@ func Leases(t testing.TB, d *libvirtd.Daemon, network string) map[string]string 
 
 // DomainState is the domain's state and its reason, as virsh domstate --reason says
 // them (e.g. "shut off (shutdown)").
-func DomainState(t testing.TB, d *libvirtd.Daemon, domain string) string {
-	t.Helper()
-	return strings.TrimSpace(Virsh(t, d, "domstate", domain, "--reason"))
+func DomainState(tb testing.TB, d *libvirtd.Daemon, domain string) string {
+	tb.Helper()
+	return strings.TrimSpace(Virsh(tb, d, "domstate", domain, "--reason"))
 }
 
 // DomInfo is what virsh dominfo says of the domain (CPU(s), Max memory, …).
-func DomInfo(t testing.TB, d *libvirtd.Daemon, domain string) string {
-	t.Helper()
-	return Virsh(t, d, "dominfo", domain)
+func DomInfo(tb testing.TB, d *libvirtd.Daemon, domain string) string {
+	tb.Helper()
+	return Virsh(tb, d, "dominfo", domain)
 }
 
 // domainTypeAttr is the type attribute of a domain's XML.
@@ -277,21 +277,21 @@ var domainTypeAttr = regexp.MustCompile(`<domain type='(\w+)'`)
 
 // DomainType is the hypervisor the domain runs on as libvirt defines it: kvm or qemu
 // (TCG).
-func DomainType(t testing.TB, d *libvirtd.Daemon, domain string) string {
-	t.Helper()
-	m := domainTypeAttr.FindStringSubmatch(Virsh(t, d, "dumpxml", domain))
+func DomainType(tb testing.TB, d *libvirtd.Daemon, domain string) string {
+	tb.Helper()
+	m := domainTypeAttr.FindStringSubmatch(Virsh(tb, d, "dumpxml", domain))
 	if m == nil {
-		t.Fatalf("virsh dumpxml %s names no domain type", domain)
+		tb.Fatalf("virsh dumpxml %s names no domain type", domain)
 	}
 	return m[1]
 }
 
 // Volumes lists a pool's volumes as virsh lists them, after a refresh of the pool.
-func Volumes(t testing.TB, d *libvirtd.Daemon, pool string) []string {
-	t.Helper()
-	Virsh(t, d, "pool-refresh", pool)
+func Volumes(tb testing.TB, d *libvirtd.Daemon, pool string) []string {
+	tb.Helper()
+	Virsh(tb, d, "pool-refresh", pool)
 	var names []string
-	for _, line := range strings.Split(Virsh(t, d, "vol-list", pool), "\n")[2:] {
+	for _, line := range strings.Split(Virsh(tb, d, "vol-list", pool), "\n")[2:] {
 		if f := strings.Fields(line); len(f) > 0 {
 			names = append(names, f[0])
 		}

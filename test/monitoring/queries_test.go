@@ -58,15 +58,21 @@ type rule struct {
 
 func loadRule(t *testing.T) prometheusRule {
 	t.Helper()
-	data, err := os.ReadFile(testenv.RepoPath(rulePath))
+	return load[prometheusRule](t, rulePath, func(b []byte, v any) error { return yaml.UnmarshalStrict(b, v) })
+}
+
+// load decodes the repository file path with unmarshal.
+func load[T any](t *testing.T, path string, unmarshal func([]byte, any) error) T {
+	t.Helper()
+	data, err := os.ReadFile(testenv.RepoPath(path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r prometheusRule
-	if err := yaml.UnmarshalStrict(data, &r); err != nil {
-		t.Fatalf("%s: %v", rulePath, err)
+	var v T
+	if err := unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
-	return r
+	return v
 }
 
 // dashboard is the part of a Grafana dashboard the checks read.
@@ -92,15 +98,7 @@ type target struct {
 
 func loadDashboard(t *testing.T) dashboard {
 	t.Helper()
-	data, err := os.ReadFile(testenv.RepoPath(dashboardPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d dashboard
-	if err := json.Unmarshal(data, &d); err != nil {
-		t.Fatalf("%s: %v", dashboardPath, err)
-	}
-	return d
+	return load[dashboard](t, dashboardPath, json.Unmarshal)
 }
 
 // flatten returns the dashboard's panels, those inside rows included.

@@ -108,6 +108,15 @@ const (
 	// an I/O error); the message says how to restart it.
 	MachineGuestStoppedReason = "GuestStopped"
 
+	// MachineReleasingReason: the machine is deleted under deletionPolicy Retain and its
+	// backend VM's identity marks are being removed; the VM itself is left as it is.
+	MachineReleasingReason = "Releasing"
+
+	// MachineRetainNotSupportedReason: the machine is deleted under deletionPolicy Retain
+	// but its provider cannot release a backend VM; the VM is kept, and so is the machine,
+	// until its deletionPolicy is Delete.
+	MachineRetainNotSupportedReason = "RetainNotSupported"
+
 	// MachineReconcileErrorReason: an unexpected error; the message carries it.
 	MachineReconcileErrorReason = "ReconcileError"
 

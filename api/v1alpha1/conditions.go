@@ -104,6 +104,11 @@ const (
 
 	// VirtualMachineDeletingReason: the VM is being deleted and waits for its machine to go.
 	VirtualMachineDeletingReason = "Deleting"
+
+	// VirtualMachineRetainNotSupportedReason: the VM is deleted with deletionPolicy Retain
+	// and its Provider cannot release the backend VM; both are kept until deletionPolicy
+	// is Delete.
+	VirtualMachineRetainNotSupportedReason = "RetainNotSupported"
 )
 
 // Condition reasons set on a Provider by the provider controller that claims its class.
@@ -205,4 +210,8 @@ const (
 	// VirtualMachineResizedReason: a new class was recorded in status.appliedClass for a
 	// placed VM, and its machine is being changed to it.
 	VirtualMachineResizedReason = "Resized"
+
+	// VirtualMachineReleasedReason: the VM was deleted with deletionPolicy Retain and its
+	// machine is gone; the backend VM runs on, without banlieue's marks.
+	VirtualMachineReleasedReason = "Released"
 )

@@ -38,6 +38,18 @@ const (
 	ClassUpdatePolicyFollow ClassUpdatePolicy = "Follow"
 )
 
+// DeletionPolicy says what happens to a VM's backend VM when the VM is deleted.
+// +kubebuilder:validation:Enum=Delete;Retain
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete destroys the backend VM with its disks.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyRetain leaves the backend VM as it is (power, disks, volumes) and
+	// removes only banlieue's identity marks from it: banlieue no longer manages it.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+)
+
 // AntiAffinityMode says whether an anti-affinity term must hold or is only preferred.
 // +kubebuilder:validation:Enum=required;preferred
 type AntiAffinityMode string
@@ -115,6 +127,17 @@ type VirtualMachineSpec struct {
 	// +optional
 	// +default="automatic"
 	MigrationPolicy MigrationPolicy `json:"migrationPolicy,omitempty"`
+
+	// deletionPolicy says what deleting the VirtualMachine does to its backend VM:
+	// Delete (the default) destroys it with its disks; Retain leaves it running as it is,
+	// disks and volumes included, and removes only banlieue's marks from it, so that
+	// banlieue no longer manages it. It may be changed at any time, also just before or
+	// while the VM is deleted; a migration always deletes the old backend VM. A Provider
+	// whose driver cannot release a VM keeps a Retain VM's machine with Ready=False,
+	// reason RetainNotSupported, until the policy is set to Delete.
+	// +optional
+	// +default="Delete"
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
 	// paused stops the core controller from acting on the VM and its machine; unset
 	// means false.

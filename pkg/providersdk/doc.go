@@ -31,6 +31,17 @@
 // through a source.Channel. Idle VMs then cost the backend nothing per VM: one call per
 // Provider per refresh while some guest has no address, none once all have one.
 //
+// # Deletion policy
+//
+// A machine deleted with spec.deletionPolicy Retain keeps its VM. For it the Reconciler
+// calls the Client's optional Releaser instead of Delete, which removes the machine's
+// identity marks from the VM and nothing else, and removes the finalizer once Observe
+// no longer finds the VM as the machine's: Machine.Releasing tells Observe to report a
+// VM without the machine's marks as not there, so that a provider that restarted after
+// the marks were removed lets the machine go too. A Client that is no Releaser keeps
+// the machine, and its VM, with Ready=False, reason RetainNotSupported, until its
+// deletionPolicy is Delete: a VM is never destroyed against that policy.
+//
 // # Provider conditions
 //
 // The Provider controller checks a healthy Provider's backend every

@@ -9,7 +9,7 @@ import (
 
 // Driver connects to a backend. It is the one thing a provider writes: its Connect
 // returns a Client, which may also implement the optional interfaces InventoryReader,
-// ImageResolver and GuestAddressReporter.
+// ImageResolver, GuestAddressReporter and Releaser.
 type Driver interface {
 	// Connect opens a session to the backend of info.Provider. The Reconciler caches
 	// the Client and connects again when the Provider or its Secret changes. ctx bounds

@@ -23,6 +23,8 @@ const (
 	OperationUpdate = "update"
 	// OperationDelete deletes a VM.
 	OperationDelete = "delete"
+	// OperationRelease removes a machine's identity marks from its VM (Releaser).
+	OperationRelease = "release"
 )
 
 // Machine is the infrastructure machine a Client acts on.
@@ -51,7 +53,15 @@ type Machine struct {
 	// Task is the backend task recorded in the machine's status.task, if any: Observe
 	// polls it and reports it again while it runs.
 	Task Task
+	// Deleting is true when the machine is being deleted (it has a deletion timestamp).
+	Deleting bool
 }
+
+// Releasing reports whether the machine is deleted under spec.deletionPolicy Retain:
+// its VM is let go (Releaser), not deleted. Observe then reports a VM found without
+// the machine's identity marks as not there (Exists false), for that VM was released
+// by an earlier Release, whose end the provider may not have recorded.
+func (m *Machine) Releasing() bool { return m.Deleting && m.Spec.Retains() }
 
 // DesiredPower is the power state the machine asks for: spec.powerState, PoweredOn
 // when unset.

@@ -102,6 +102,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 		s.setTask(obs.Task)
 		return &InFlightError{Task: obs.Task}
 	}
+	if s.machine.Releasing() {
+		return r.reconcileRelease(ctx, cl, s, obs)
+	}
 	res, err := cl.Delete(ctx, s.machine, obs)
 	if err != nil {
 		return fmt.Errorf("failed to delete VM: %w", err)
@@ -121,6 +124,38 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 		return errGone
 	}
 	return &InFlightError{Task: Task{Operation: OperationDelete}}
+}
+
+// reconcileRelease lets the VM of a machine deleted under deletionPolicy Retain go: it
+// removes the machine's marks through the Client's Releaser and returns errGone once
+// Observe no longer finds the VM as the machine's. Nothing is deleted, not even what an
+// interrupted Create left behind. A Client that is no Releaser keeps the machine, and
+// its VM, with RetainNotSupported: a VM is never destroyed against the user's wish.
+func (r *Reconciler) reconcileRelease(ctx context.Context, cl Client, s *scope, obs Observation) error {
+	if !obs.Exists {
+		return errGone
+	}
+	rel, ok := cl.(Releaser)
+	if !ok {
+		return Retryable(infrav1.MachineRetainNotSupportedReason,
+			"deletionPolicy is Retain but the %s provider cannot release a backend VM; the VM and this machine are kept until deletionPolicy is Delete", r.class)
+	}
+	res, err := rel.Release(ctx, s.machine, obs)
+	if err != nil {
+		return fmt.Errorf("failed to release VM: %w", err)
+	}
+	if res.Task.InFlight() {
+		s.setTask(res.Task)
+		return &InFlightError{Task: res.Task}
+	}
+	if obs, err = observe(ctx, cl, s.machine); err != nil {
+		return err
+	}
+	if !obs.Exists {
+		ctrl.LoggerFrom(ctx).Info("Released backend VM; it is left as it is", "providerID", s.machine.Spec.ProviderID)
+		return errGone
+	}
+	return &InFlightError{Task: Task{Operation: OperationRelease}}
 }
 
 // observe asks the backend about the machine's VM.

@@ -131,6 +131,8 @@ func taskReason(operation string) string {
 		return infrav1.MachineUpdatingReason
 	case OperationDelete:
 		return infrav1.MachineDeletingReason
+	case OperationRelease:
+		return infrav1.MachineReleasingReason
 	}
 	return infrav1.MachineTaskInFlightReason
 }

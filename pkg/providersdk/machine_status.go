@@ -51,7 +51,8 @@ func newScope(u *unstructured.Unstructured) (*scope, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Machine{UID: u.GetUID(), Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), Spec: spec, Object: u}
+	m := &Machine{UID: u.GetUID(), Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), Spec: spec, Object: u,
+		Deleting: !u.GetDeletionTimestamp().IsZero()}
 	if t := status.Task; t.IsDefined() {
 		m.Task = Task{Ref: t.Ref, Operation: t.Operation}
 		if t.StartedAt != nil {

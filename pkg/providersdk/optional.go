@@ -130,6 +130,42 @@ func (NopGuestAddressReporter) GuestsWithAddresses(context.Context) (map[string]
 	return map[string]bool{}, nil
 }
 
+// Releaser is an optional interface of a Client: a backend that can let a VM go. For a
+// machine deleted under spec.deletionPolicy Retain the Reconciler calls Release instead
+// of Delete, and removes the machine's finalizer once Observe no longer finds the VM
+// (Machine.Releasing tells Observe to report a VM without the machine's marks as not
+// there). Without it, a Retain machine is kept with Ready=False, reason
+// RetainNotSupported, and its VM is never deleted, until its deletionPolicy is Delete.
+type Releaser interface {
+	// Release removes the machine's identity marks from its VM, which Observe found
+	// (obs.Exists is true), and nothing else: power, disks, volumes and seed images stay
+	// as they are. It is idempotent, and succeeds when the VM carries no mark any more.
+	// A long backend operation is returned as a Task and polled through Observe.
+	Release(ctx context.Context, m *Machine, obs Observation) (ReleaseResult, error)
+}
+
+// ReleaseResult is what Release started.
+type ReleaseResult struct {
+	// Task is the backend task removing the marks, if it is asynchronous.
+	Task Task
+}
+
+// ReleaserFunc adapts a function to a Releaser.
+type ReleaserFunc func(ctx context.Context, m *Machine, obs Observation) (ReleaseResult, error)
+
+// Release calls f.
+func (f ReleaserFunc) Release(ctx context.Context, m *Machine, obs Observation) (ReleaseResult, error) {
+	return f(ctx, m, obs)
+}
+
+// NopReleaser is a Releaser that removes nothing and succeeds.
+type NopReleaser struct{}
+
+// Release does nothing.
+func (NopReleaser) Release(context.Context, *Machine, Observation) (ReleaseResult, error) {
+	return ReleaseResult{}, nil
+}
+
 // inventoryOf reads cl's inventory, or none when cl is no InventoryReader.
 func inventoryOf(ctx context.Context, cl Client) (Inventory, error) {
 	if r, ok := cl.(InventoryReader); ok {

@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -11,8 +12,11 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/crypto/ssh"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/pkg/providersdk/drivertest"
+	"github.com/banlieue/banlieue/sim/libvirtd"
 )
 
 // TestConformance runs the SDK's conformance kit against a real libvirtd (QEMU under
@@ -84,6 +88,10 @@ func TestConformance(t *testing.T) {
 			slices.Sort(out)
 			return strings.Join(out, "\n")
 		},
+		Released: func(t *testing.T, m *providersdk.Machine, before providersdk.Observation) error {
+			t.Helper()
+			return releasedDomain(t, d, m, before)
+		},
 		// Someone else's domain with the machine's UUID, the key the driver finds domains
 		// by, and no banlieue metadata.
 		Impostor: func(t *testing.T, m *providersdk.Machine) func() bool {
@@ -147,4 +155,61 @@ func allVolumes(t *testing.T, l *libvirt.Libvirt) []string {
 		}
 	}
 	return out
+}
+
+// releasedDomain checks, with go-libvirt, the domain a Release let go: still defined
+// under the machine's UUID, in the power state Observe reported before, its volumes
+// all there, and no banlieue metadata in its live XML nor in its definition. It
+// removes the domain and the machine's volumes when the test ends.
+func releasedDomain(t *testing.T, d *libvirtd.Daemon, m *providersdk.Machine, before providersdk.Observation) error {
+	t.Helper()
+	var errs []error
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		dom, err := l.DomainLookupByUUID(libvirt.UUID(uuid.MustParse(string(m.UID))))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the domain is gone: %w", err))
+			return
+		}
+		t.Cleanup(func() {
+			inspect(t, d, func(l *libvirt.Libvirt) {
+				_ = l.DomainDestroy(dom)
+				_ = l.DomainUndefineFlags(dom, libvirt.DomainUndefineNvram|libvirt.DomainUndefineManagedSave)
+				pool, err := l.StoragePoolLookupByName(testPool)
+				if err != nil {
+					return
+				}
+				for _, name := range machineVolumes(t, l, m) {
+					if v, err := l.StorageVolLookupByName(pool, name); err == nil {
+						_ = l.StorageVolDelete(v, 0)
+					}
+				}
+			})
+		})
+		for _, flags := range []libvirt.DomainXMLFlags{0, libvirt.DomainXMLInactive} {
+			x, err := l.DomainGetXMLDesc(dom, flags)
+			if err != nil {
+				errs = append(errs, err)
+			} else if strings.Contains(x, MetadataNamespace) {
+				errs = append(errs, fmt.Errorf("the domain's XML (flags %d) still has banlieue's metadata", flags))
+			}
+		}
+		state, _, err := l.DomainGetState(dom, 0)
+		if err != nil {
+			errs = append(errs, err)
+		} else if running := libvirt.DomainState(state) == libvirt.DomainRunning; running != (before.PowerState == banlieuev1.PowerStatePoweredOn) {
+			errs = append(errs, fmt.Errorf("the domain's state is %d, it was %s", state, before.PowerState))
+		}
+		was, _ := before.Details.(*infrav1.LibvirtStatus)
+		if was == nil || len(was.Volumes) == 0 {
+			errs = append(errs, fmt.Errorf("the observation before the release lists no volumes: %+v", before.Details))
+			return
+		}
+		have := strings.Join(allVolumes(t, l), "\n")
+		for _, v := range was.Volumes {
+			if !strings.Contains(have, v+" ") {
+				errs = append(errs, fmt.Errorf("volume %s is gone", v))
+			}
+		}
+	})
+	return errors.Join(errs...)
 }

@@ -46,7 +46,35 @@ func (s *session) findDomain(ctx context.Context, m *providersdk.Machine) (*host
 	if err != nil {
 		return nil, err
 	}
+	if released(m, dom) {
+		return nil, nil
+	}
 	return dom, checkIdentity(m, dom)
+}
+
+// released reports whether dom, found by the machine's UUID, is one a Release let go:
+// the machine is deleted under deletionPolicy Retain and the domain's banlieue metadata
+// no longer names it. Without this, the domain would be an IdentityMismatch.
+func released(m *providersdk.Machine, dom *host.Domain) bool {
+	return m.Releasing() && (dom.Metadata == nil || dom.Metadata.UID != string(m.UID))
+}
+
+var _ providersdk.Releaser = (*session)(nil)
+
+// Release removes banlieue's element from the observed domain's metadata, live and in
+// its definition, and nothing else: the domain keeps running (or not) with its disks,
+// seed image and volumes, which no Delete will remove any more. Observe then no longer
+// reports the domain for the machine (see released). It is idempotent.
+func (s *session) Release(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.ReleaseResult, error) {
+	dom := domainOf(obs)
+	if dom == nil || released(m, dom) {
+		return providersdk.ReleaseResult{}, nil
+	}
+	err := s.host.RemoveMetadata(ctx, dom)
+	if host.IsNotFound(err) {
+		return providersdk.ReleaseResult{}, nil
+	}
+	return providersdk.ReleaseResult{}, err
 }
 
 // checkIdentity refuses a domain with the machine's UUID whose banlieue metadata does

@@ -3,6 +3,7 @@ package proxmox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/luthermonson/go-proxmox"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/pkg/providersdk/drivertest"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
@@ -55,6 +58,10 @@ func TestConformance(t *testing.T) {
 			}
 			slices.Sort(out)
 			return strings.Join(out, "\n")
+		},
+		Released: func(t *testing.T, m *providersdk.Machine, before providersdk.Observation) error {
+			t.Helper()
+			return releasedVM(t, api, m, before)
 		},
 		// Someone else's VM that carries the machine's tag, a key the driver finds VMs
 		// by, but no description naming the machine's UID.
@@ -136,4 +143,46 @@ func waitTask(t *testing.T, api *proxmox.Client, upid string) {
 		}
 	}
 	t.Fatalf("task %s did not end", upid)
+}
+
+// releasedVM checks, with go-proxmox, the VM a Release let go: still there where
+// Observe found it before, in the same power state, with the same disks, without the
+// machine's tag or UID. It destroys the VM when the test ends.
+func releasedVM(t *testing.T, api *proxmox.Client, m *providersdk.Machine, before providersdk.Observation) error {
+	t.Helper()
+	at, _ := before.Details.(*infrav1.ProxmoxStatus)
+	was, _ := before.State.(*observed)
+	if at == nil || was == nil || was.vm == nil {
+		return fmt.Errorf("the observation before the release holds no VM: %+v", before)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		path := fmt.Sprintf("/nodes/%s/qemu/%d", at.Node, at.VMID)
+		var upid string
+		if err := api.Post(ctx, path+"/status/stop", nil, &upid); err == nil {
+			waitTask(t, api, upid)
+		}
+		if err := api.Delete(ctx, path+"?purge=1&destroy-unreferenced-disks=1", &upid); err == nil {
+			waitTask(t, api, upid)
+		}
+	})
+	for _, vm := range guestsOf(t, api) {
+		if vm.VMID != int(at.VMID) {
+			continue
+		}
+		var errs []error
+		if running := vm.Status == "running"; running != (before.PowerState == banlieuev1.PowerStatePoweredOn) {
+			errs = append(errs, fmt.Errorf("the VM is %s, it was %s", vm.Status, before.PowerState))
+		}
+		if slices.Contains(strings.Split(vm.config["tags"], ";"), TagPrefix+string(m.UID)) || strings.Contains(vm.config["description"], string(m.UID)) {
+			errs = append(errs, fmt.Errorf("the VM still carries the machine's marks: tags %q, description %q", vm.config["tags"], vm.config["description"]))
+		}
+		for _, k := range was.vm.conf.DiskKeys() {
+			if vm.config[k] != was.vm.conf[k] {
+				errs = append(errs, fmt.Errorf("disk %s is %q, it was %q", k, vm.config[k], was.vm.conf[k]))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return fmt.Errorf("VM %d is gone", at.VMID)
 }

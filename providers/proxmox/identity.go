@@ -29,7 +29,7 @@ const (
 // description is a new VM's description: who made it, the machine's UID and the
 // user-data snippet, if any. PVE shows it in the VM's notes.
 func description(m *providersdk.Machine, snippet string) string {
-	d := fmt.Sprintf("Managed by banlieue: ProxmoxMachine %s/%s.\n%s%s\n", m.Namespace, m.Name, DescriptionUIDKey, m.UID)
+	d := fmt.Sprintf("%sProxmoxMachine %s/%s.\n%s%s\n", descriptionManaged, m.Namespace, m.Name, DescriptionUIDKey, m.UID)
 	if snippet != "" {
 		d += descriptionUserData + snippet + "\n"
 	}
@@ -44,6 +44,23 @@ func descriptionValue(desc, key string) string {
 		}
 	}
 	return ""
+}
+
+// descriptionManaged starts the first line of a new VM's description (see description).
+const descriptionManaged = "Managed by banlieue: "
+
+// withoutOwnLines is desc without the lines banlieue wrote (description): the user's
+// own notes, as they were, in order.
+func withoutOwnLines(desc string) string {
+	var keep []string
+	for _, line := range strings.Split(desc, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, descriptionManaged) || strings.HasPrefix(t, DescriptionUIDKey) || strings.HasPrefix(t, descriptionUserData) {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.Join(keep, "\n")
 }
 
 // descriptionUID reads the machine UID from a description.

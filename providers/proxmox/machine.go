@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -211,4 +213,40 @@ func (s *session) Delete(ctx context.Context, m *providersdk.Machine, obs provid
 		return providersdk.DeleteResult{}, err
 	}
 	return providersdk.DeleteResult{Task: task(upid, providersdk.OperationDelete)}, nil
+}
+
+var _ providersdk.Releaser = (*session)(nil)
+
+// Release removes the machine's tag and banlieue's description lines from the observed
+// VM in one config update, guarded by the config's digest, and changes nothing else:
+// the user's other tags and notes, power, disks, the seed image and the user-data
+// snippet stay. Observe then no longer finds the VM for the machine, which it finds by
+// that tag and the UID in the description. It is idempotent.
+func (s *session) Release(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.ReleaseResult, error) {
+	st, err := stateOf(obs, "release")
+	if err != nil || st.vm == nil {
+		return providersdk.ReleaseResult{}, err
+	}
+	vm := st.vm
+	tag := TagPrefix + string(m.UID)
+	tags := slices.DeleteFunc(vm.conf.Tags(), func(t string) bool { return t == tag })
+	desc := withoutOwnLines(vm.conf["description"])
+	if len(tags) == len(vm.conf.Tags()) && desc == vm.conf["description"] {
+		return providersdk.ReleaseResult{}, nil
+	}
+	ch := pve.ConfigChange{Set: map[string]any{}, Digest: vm.conf["digest"]}
+	if strings.TrimSpace(desc) == "" {
+		ch.Delete = append(ch.Delete, "description")
+	} else {
+		ch.Set["description"] = desc
+	}
+	if len(tags) == 0 {
+		ch.Delete = append(ch.Delete, "tags")
+	} else {
+		ch.Set["tags"] = pve.JoinTags(tags)
+	}
+	if err := s.api.SetConfig(ctx, vm.Node, vm.VMID, ch); err != nil && !pve.IsNotFound(err) {
+		return providersdk.ReleaseResult{}, err
+	}
+	return providersdk.ReleaseResult{}, nil
 }

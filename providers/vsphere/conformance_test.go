@@ -14,6 +14,7 @@ import (
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/pkg/providersdk/drivertest"
+	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 )
 
@@ -58,6 +59,10 @@ func TestConformance(t *testing.T) {
 			}
 			slices.Sort(out)
 			return strings.Join(out, "; ")
+		},
+		Released: func(t *testing.T, m *providersdk.Machine, before providersdk.Observation) error {
+			t.Helper()
+			return releasedVM(t, sim, m, before)
 		},
 		// A VM of someone else's that carries the machine's instance UUID, the key the
 		// driver finds VMs by, but another machine's UID.
@@ -122,4 +127,50 @@ func impostor(t *testing.T, sim *vspheretest.Simulator, uid string) []string {
 		out = append(out, vm.Name+" "+string(vm.Runtime.PowerState)+" "+vspheretest.ExtraConfig(vm, ExtraConfigMachineUID))
 	}
 	return out
+}
+
+// releasedVM checks, with govmomi, the VM a Release let go: still there under the
+// machine's instance UUID, in the power state and with the disks Observe reported
+// before, without the machine's UID in extraConfig. It destroys the VM when the test
+// ends.
+func releasedVM(t *testing.T, sim *vspheretest.Simulator, m *providersdk.Machine, before providersdk.Observation) error {
+	t.Helper()
+	ctx := context.Background()
+	vms, err := sim.VMsWithUID(ctx, string(m.UID))
+	if err != nil {
+		return err
+	}
+	if len(vms) != 1 {
+		return fmt.Errorf("%d VMs have the machine's instance UUID, want the one released", len(vms))
+	}
+	vm := vms[0]
+	t.Cleanup(func() {
+		o := object.NewVirtualMachine(sim.Client.Client, vm.Self)
+		if task, err := o.PowerOff(ctx); err == nil {
+			_ = task.Wait(ctx)
+		}
+		if task, err := o.Destroy(ctx); err == nil {
+			_ = task.Wait(ctx)
+		}
+	})
+	was, _ := before.State.(*vcenter.VM)
+	disks := 0
+	for _, d := range vm.Config.Hardware.Device {
+		if _, ok := d.(*types.VirtualDisk); ok {
+			disks++
+		}
+	}
+	switch {
+	case was == nil:
+		return fmt.Errorf("the observation before the release holds no VM: %+v", before)
+	case vm.Self.Value != was.Ref.Value:
+		return fmt.Errorf("VM %s has the machine's instance UUID, not %s, the one released", vm.Self.Value, was.Ref.Value)
+	case powerState(vcenter.PowerState(vm.Runtime.PowerState)) != before.PowerState:
+		return fmt.Errorf("the VM is %s, was %s", vm.Runtime.PowerState, before.PowerState)
+	case disks != len(was.DiskBytes):
+		return fmt.Errorf("the VM has %d disks, had %d", disks, len(was.DiskBytes))
+	case vspheretest.ExtraConfig(vm, ExtraConfigMachineUID) != "":
+		return fmt.Errorf("the VM still carries %s=%s", ExtraConfigMachineUID, vspheretest.ExtraConfig(vm, ExtraConfigMachineUID))
+	}
+	return nil
 }

@@ -30,7 +30,7 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 	if err != nil {
 		return providersdk.Observation{}, err
 	}
-	if vm == nil {
+	if vm == nil || released(vm, m) {
 		return providersdk.Observation{}, nil
 	}
 	if err := checkIdentity(vm, m); err != nil {
@@ -154,4 +154,39 @@ func (s *session) Delete(ctx context.Context, _ *providersdk.Machine, obs provid
 		return providersdk.DeleteResult{}, err
 	}
 	return providersdk.DeleteResult{Task: task(ref, providersdk.OperationDelete)}, nil
+}
+
+var _ providersdk.Releaser = (*session)(nil)
+
+// released reports whether vm, found by the machine's instance UUID, is one a Release
+// let go: the machine is deleted under deletionPolicy Retain and the VM no longer
+// carries its UID in extraConfig. The instance UUID stays, so without this the VM would
+// read as a clone still in flight (checkIdentity) and be waited for forever.
+func released(vm *vcenter.VM, m *providersdk.Machine) bool {
+	return m.Releasing() && vm.Identity != string(m.UID)
+}
+
+// Release removes the machine's UID from the observed VM's extraConfig, in one
+// reconfigure task, and changes nothing else: power, disks, guest info and the instance
+// UUID stay. Observe then no longer reports the VM for the machine (see released). A
+// VM that no longer carries the UID needs nothing.
+func (s *session) Release(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.ReleaseResult, error) {
+	if obs.Task.InFlight() {
+		return providersdk.ReleaseResult{}, providersdk.InFlight(obs.Task.Operation, obs.Task.Ref)
+	}
+	vm, err := observedVM(obs)
+	if err != nil {
+		return providersdk.ReleaseResult{}, err
+	}
+	if vm.Identity != string(m.UID) {
+		return providersdk.ReleaseResult{}, nil
+	}
+	ref, err := s.vc.RemoveExtraConfig(ctx, vm, ExtraConfigMachineUID)
+	if vcenter.IsNotFound(err) {
+		return providersdk.ReleaseResult{}, nil
+	}
+	if err != nil {
+		return providersdk.ReleaseResult{}, err
+	}
+	return providersdk.ReleaseResult{Task: task(ref, providersdk.OperationRelease)}, nil
 }

@@ -37,6 +37,9 @@ type VM struct {
 	PowerState banlieuev1.PowerState
 	// FailureDomain is where the VM was created.
 	FailureDomain string
+	// Released is true once a Release removed the machine's mark: the VM stays on the
+	// backend, and no machine finds it any more.
+	Released bool
 }
 
 // Driver is the test provider's providersdk.Driver. Its backend is a map of VMs keyed by
@@ -72,9 +75,14 @@ func (d *Driver) VM(uid types.UID) (VM, bool) {
 	return vm, ok
 }
 
-// Connect opens a session that honours the Provider's HoldReadyParameter.
+// Connect opens a session that honours the Provider's HoldReadyParameter and
+// ReleaseParameter.
 func (d *Driver) Connect(_ context.Context, info providersdk.ProviderInfo) (providersdk.Client, error) {
-	return &session{driver: d, holdReady: info.Provider.Spec.Parameters[testv1.HoldReadyParameter] == "true"}, nil
+	s := &session{driver: d, holdReady: info.Provider.Spec.Parameters[testv1.HoldReadyParameter] == "true"}
+	if info.Provider.Spec.Parameters[testv1.ReleaseParameter] == "true" {
+		return &releasingSession{session: s}, nil
+	}
+	return s, nil
 }
 
 // session is one connection to the test backend. It is no InventoryReader nor
@@ -94,7 +102,7 @@ func cloneTask(m *providersdk.Machine) providersdk.Task {
 // ready, a VM reports a clone in flight.
 func (s *session) Observe(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	vm, ok := s.driver.VM(m.UID)
-	if !ok {
+	if !ok || vm.Released {
 		return providersdk.Observation{}, nil
 	}
 	if s.holdReady {
@@ -151,4 +159,23 @@ func (s *session) Delete(_ context.Context, m *providersdk.Machine, _ providersd
 	defer d.mu.Unlock()
 	delete(d.vms, m.UID)
 	return providersdk.DeleteResult{}, nil
+}
+
+// releasingSession is a session that is a providersdk.Releaser too.
+type releasingSession struct{ *session }
+
+// Release marks the VM released, unless the machine carries HoldDeletionAnnotation:
+// then the release stays in flight, as on a slow backend.
+func (s *releasingSession) Release(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.ReleaseResult, error) {
+	if _, held := m.Object.GetAnnotations()[testv1.HoldDeletionAnnotation]; held {
+		return providersdk.ReleaseResult{}, providersdk.InFlight(providersdk.OperationRelease, "release-"+string(m.UID))
+	}
+	d := s.driver
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if vm, ok := d.vms[m.UID]; ok {
+		vm.Released = true
+		d.vms[m.UID] = vm
+	}
+	return providersdk.ReleaseResult{}, nil
 }

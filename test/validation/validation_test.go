@@ -309,6 +309,22 @@ spec:
 		want:     `spec.classUpdatePolicy: Unsupported value: "follow"`,
 	},
 	{
+		name:     "A VirtualMachine whose deletionPolicy is neither Delete nor Retain is rejected.",
+		manifest: baseVMNamed("deletion-orphan") + "  deletionPolicy: Orphan\n",
+		want:     `spec.deletionPolicy: Unsupported value: "Orphan": supported values: "Delete", "Retain"`,
+	},
+	{
+		name:     "A VirtualMachine's deletionPolicy in lower case is rejected.",
+		before:   baseVMNamed("deletion-lower"),
+		manifest: baseVMNamed("deletion-lower") + "  deletionPolicy: retain\n",
+		want:     `spec.deletionPolicy: Unsupported value: "retain"`,
+	},
+	{
+		name:     "A machine whose deletionPolicy is neither Delete nor Retain is rejected.",
+		manifest: machine("LibvirtMachine", "deletion-orphan", "", "  deletionPolicy: Orphan\n"),
+		want:     `spec.deletionPolicy: Unsupported value: "Orphan": supported values: "Delete", "Retain"`,
+	},
+	{
 		name:     "Changing a VirtualMachine's imageRef is rejected as immutable.",
 		before:   baseVMNamed("change-image"),
 		manifest: replaceOnce(baseVMNamed("change-image"), "name: ubuntu-22-04", "name: ubuntu-24-04"),
@@ -1318,6 +1334,7 @@ spec:
 				"spec.desiredPowerState":             "PoweredOn",
 				"spec.migrationPolicy":               "automatic",
 				"spec.classUpdatePolicy":             "Pinned",
+				"spec.deletionPolicy":                "Delete",
 			},
 		},
 	} {
@@ -1430,6 +1447,16 @@ func TestMutableFieldsCanBeUpdated(t *testing.T) {
 			name:   "A VirtualMachine's classRef can be changed, which resizes it, and its classUpdatePolicy too.",
 			before: baseVMNamed("resize"),
 			after:  replaceOnce(baseVMNamed("resize"), "name: small", "name: large") + "  classUpdatePolicy: Follow\n",
+		},
+		{
+			name:   "A VirtualMachine's deletionPolicy can be set to Retain and back to Delete.",
+			before: baseVMNamed("retain") + "  deletionPolicy: Retain\n",
+			after:  baseVMNamed("retain") + "  deletionPolicy: Delete\n",
+		},
+		{
+			name:   "A machine's deletionPolicy can be changed.",
+			before: machine("ProxmoxMachine", "retain", "", "  deletionPolicy: Delete\n"),
+			after:  machine("ProxmoxMachine", "retain", "", "  deletionPolicy: Retain\n"),
 		},
 		{
 			name:   "A Provider's endpoint and capabilities can be changed.",

@@ -112,6 +112,15 @@ const (
 	// run the VM on its host (QEMU cannot open /dev/kvm); the message quotes the backend.
 	MachineHypervisorUnavailableReason = "HypervisorUnavailable"
 
+	// MachineReleasingReason: the machine is deleted under deletionPolicy Retain and its
+	// backend VM's identity marks are being removed; the VM itself is left as it is.
+	MachineReleasingReason = "Releasing"
+
+	// MachineRetainNotSupportedReason: the machine is deleted under deletionPolicy Retain
+	// but its provider cannot release a backend VM; the VM is kept, and so is the machine,
+	// until its deletionPolicy is Delete.
+	MachineRetainNotSupportedReason = "RetainNotSupported"
+
 	// MachineReconcileErrorReason: an unexpected error; the message carries it.
 	MachineReconcileErrorReason = "ReconcileError"
 

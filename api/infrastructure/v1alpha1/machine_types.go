@@ -227,7 +227,19 @@ type MachineSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
+
+	// deletionPolicy says what deleting the machine does to its backend VM: Delete (the
+	// meaning of unset) destroys it; Retain removes only banlieue's marks from it and
+	// leaves it running, or, when the provider cannot, keeps the machine with Ready=False,
+	// reason RetainNotSupported. Core copies the VirtualMachine's value.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
+	DeletionPolicy banlieuev1.DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
+
+// Retains reports whether deleting the machine should leave its backend VM in place.
+func (s MachineSpec) Retains() bool { return s.DeletionPolicy == banlieuev1.DeletionPolicyRetain }
 
 // TaskReference is a backend task that is in flight for a machine.
 type TaskReference struct {

@@ -18,6 +18,9 @@ import (
 // k8s is a direct (uncached) client to the suite's API server, for the tests themselves.
 var k8s client.Client
 
+// backend is the test provider's backend, which the suite's provider controller serves.
+var backend = provider.NewDriver()
+
 // TestMain starts one real kube-apiserver and etcd (envtest) with banlieue's CRDs and
 // the test provider's, and runs the core controller and the test provider against it.
 func TestMain(m *testing.M) {
@@ -46,7 +49,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := provider.NewReconciler(mgr.GetClient(), provider.NewDriver()).SetupWithManager(mgr); err != nil {
+	if err := provider.NewReconciler(mgr.GetClient(), backend).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

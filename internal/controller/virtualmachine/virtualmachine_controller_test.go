@@ -48,10 +48,11 @@ func TestMachineIsCreatedWithTheResolvedSpecAndStatusIsMirrored(t *testing.T) {
 			{Name: "root", SizeGiB: 20, Provisioning: banlieuev1.DiskProvisioningThin, StorageClass: "fast", Target: map[string]string{"datastore": "ds-p1"}},
 			{Name: "data", SizeGiB: 100, Provisioning: banlieuev1.DiskProvisioningThick, StorageClass: "fast", Target: map[string]string{"datastore": "ds-p1"}},
 		},
-		Interfaces: []infrav1.MachineInterface{{Name: "eth0", NetworkClass: "prod", Target: map[string]string{"portgroup": "pg-p1"}}},
-		PowerState: banlieuev1.PowerStatePoweredOn,
-		UserData:   &secretRef,
-		ProviderID: "test://" + string(m.UID),
+		Interfaces:     []infrav1.MachineInterface{{Name: "eth0", NetworkClass: "prod", Target: map[string]string{"portgroup": "pg-p1"}}},
+		PowerState:     banlieuev1.PowerStatePoweredOn,
+		UserData:       &secretRef,
+		ProviderID:     "test://" + string(m.UID),
+		DeletionPolicy: banlieuev1.DeletionPolicyDelete,
 	}))
 	f.g.Expect(vm.Status.ProviderID).To(Equal("test://" + string(m.UID)))
 	f.g.Expect(vm.Status.Addresses).To(Equal([]banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "192.0.2.10"}}))

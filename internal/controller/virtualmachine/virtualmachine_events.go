@@ -22,6 +22,7 @@ var progressingReasons = map[string]bool{
 	infrav1.MachineCloningReason:                   true,
 	infrav1.MachineUpdatingReason:                  true,
 	infrav1.MachineDeletingReason:                  true,
+	infrav1.MachineReleasingReason:                 true,
 	banlieuev1.VirtualMachineMachineNotFoundReason: true,
 	banlieuev1.VirtualMachineMachineNotReadyReason: true,
 }

@@ -451,7 +451,8 @@ func machineSpec(vm *banlieuev1.VirtualMachine, d *placement.Decision, class *ba
 		Hardware: infrav1.MachineHardware{
 			CPUs: class.Spec.Hardware.CPUs, MemoryMiB: class.Spec.Hardware.MemoryMiB, Firmware: class.Spec.Firmware,
 		},
-		PowerState: vm.Spec.DesiredPowerState,
+		PowerState:     vm.Spec.DesiredPowerState,
+		DeletionPolicy: deletionPolicy(vm),
 	}
 	if vm.Spec.UserData.IsDefined() {
 		spec.UserData = vm.Spec.UserData.DeepCopy()
@@ -584,6 +585,17 @@ func (r *Reconciler) deleteMachine(ctx context.Context, s *scope) (bool, error) 
 	if s.machine == nil {
 		return true, nil
 	}
+	// The machine is deleted under the policy the VM has now (a user sets Retain just
+	// before deleting, or Delete to unblock a Retain its provider cannot honour), written
+	// before the deletion so that its provider never reads another; a migration always
+	// deletes the old backend VM, lest the VM run twice.
+	policy := deletionPolicy(vm)
+	if s.migrating {
+		policy = banlieuev1.DeletionPolicyDelete
+	}
+	if err := r.setDeletionPolicy(ctx, s.machine, policy); err != nil {
+		return false, err
+	}
 	if s.machine.GetDeletionTimestamp().IsZero() {
 		if err := r.Client.Delete(ctx, s.machine); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("failed to delete %s %s: %w", gvk.Kind, s.machine.GetName(), err)
@@ -594,11 +606,42 @@ func (r *Reconciler) deleteMachine(ctx context.Context, s *scope) (bool, error) 
 	return false, nil
 }
 
+// deletionPolicy is the VM's spec.deletionPolicy, Delete when unset.
+func deletionPolicy(vm *banlieuev1.VirtualMachine) banlieuev1.DeletionPolicy {
+	if vm.Spec.DeletionPolicy == "" {
+		return banlieuev1.DeletionPolicyDelete
+	}
+	return vm.Spec.DeletionPolicy
+}
+
+// setDeletionPolicy makes the machine m carry policy in spec.deletionPolicy (unset
+// reads as Delete), with one patch when it does not yet, also once it is being deleted.
+func (r *Reconciler) setDeletionPolicy(ctx context.Context, m *unstructured.Unstructured, policy banlieuev1.DeletionPolicy) error {
+	cur, _, _ := unstructured.NestedString(m.Object, "spec", "deletionPolicy")
+	if cur == string(policy) || (cur == "" && policy == banlieuev1.DeletionPolicyDelete) {
+		return nil
+	}
+	before := m.DeepCopy()
+	if err := unstructured.SetNestedField(m.Object, string(policy), "spec", "deletionPolicy"); err != nil {
+		return fmt.Errorf("failed to set the deletionPolicy of %s %s: %w", m.GetKind(), m.GetName(), err)
+	}
+	if err := r.Client.Patch(ctx, m, client.MergeFrom(before), client.FieldOwner(FieldManager)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("failed to set the deletionPolicy of %s %s to %s: %w", m.GetKind(), m.GetName(), policy, err))
+	}
+	return nil
+}
+
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	setCondition(s.vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachineDeletingReason, "waiting for the infrastructure machine to be deleted")
 	gone, err := r.deleteMachine(ctx, s)
 	if err != nil || !gone {
-		return errors.Join(err, r.mirrorIfPresent(ctx, s))
+		err = errors.Join(err, r.mirrorIfPresent(ctx, s))
+		if c := meta.FindStatusCondition(s.vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition); c != nil &&
+			c.Status != metav1.ConditionTrue && c.Reason == infrav1.MachineRetainNotSupportedReason {
+			setCondition(s.vm, banlieuev1.ReadyCondition, false, banlieuev1.VirtualMachineRetainNotSupportedReason,
+				"deletionPolicy is Retain but the Provider cannot release the backend VM, so it is kept, and so is the VM; set deletionPolicy to Delete to delete it")
+		}
+		return err
 	}
 	if controllerutil.ContainsFinalizer(s.vm, banlieuev1.VirtualMachineFinalizer) {
 		before := s.vm.DeepCopy()
@@ -610,12 +653,25 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 			return fmt.Errorf("failed to remove finalizer: %w", err)
 		}
 		if ref := s.vm.Status.InfrastructureRef; err == nil && ref.IsDefined() {
-			r.event(s.vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineDeletedReason, "Delete", "%s %s is gone", ref.Kind, ref.Name)
+			r.machineGoneEvent(s.vm)
 		}
 	}
 	// The object is gone or about to be; its status needs no more writes.
 	s.released = true
 	return nil
+}
+
+// machineGoneEvent records that the deleted VM's machine is gone: Released when the
+// VM was deleted under deletionPolicy Retain with a backend VM, which runs on;
+// MachineDeleted otherwise.
+func (r *Reconciler) machineGoneEvent(vm *banlieuev1.VirtualMachine) {
+	if deletionPolicy(vm) == banlieuev1.DeletionPolicyRetain && vm.Status.ProviderID != "" {
+		r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineReleasedReason, "Release",
+			"backend VM %s left running; banlieue no longer manages it", vm.Status.ProviderID)
+		return
+	}
+	ref := vm.Status.InfrastructureRef
+	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineDeletedReason, "Delete", "%s %s is gone", ref.Kind, ref.Name)
 }
 
 func (r *Reconciler) mirrorIfPresent(ctx context.Context, s *scope) error {

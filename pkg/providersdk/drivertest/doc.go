@@ -5,7 +5,8 @@
 // tasks recorded and polled — and checks the backend from outside the driver: no
 // second VM after a repeated or interrupted create, nothing left after a delete,
 // nothing changed by an observe, a VM of another identity never touched, and the typed
-// errors (Unreachable, Unauthorized, Permanent, in flight) the Reconciler decides by.
+// errors (Unreachable, Unauthorized, Permanent, in flight) the Reconciler decides by,
+// and, for a driver that is a Releaser, a released VM left as it was, unmarked.
 //
 // A third-party driver passes the same table before it ships:
 //

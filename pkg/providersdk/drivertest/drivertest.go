@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
@@ -39,6 +40,13 @@ type Backend struct {
 	// one of the keys the driver finds VMs by (its name, its UUID, its tag) but belongs
 	// to someone else; it returns a check that the impostor is still there, unchanged.
 	Impostor func(t *testing.T, m *providersdk.Machine) (intact func() bool)
+	// Released checks, with the backend's own API, a VM the driver's Releaser let go:
+	// before is what Observe reported of it just before. It returns an error when the VM
+	// is gone, or is no longer in before.PowerState, or has lost a disk or volume, or
+	// still carries one of the machine's marks; and it removes the VM when the test
+	// ends, since no machine will any more. Nil, or a driver whose Client is no
+	// providersdk.Releaser, skips the Release check.
+	Released func(t *testing.T, m *providersdk.Machine, before providersdk.Observation) error
 	// Timeout bounds each wait for the backend; a minute when zero.
 	Timeout time.Duration
 }
@@ -46,8 +54,9 @@ type Backend struct {
 // Run checks the behaviours every driver must show against its backend, each as a
 // subtest: create is idempotent; a create after a crash mid-create adopts what the
 // first one made; delete of a missing VM succeeds and leaves nothing; observe never
-// changes the backend; a VM of another identity is never touched; and the typed
-// errors: unreachable, unauthorized, permanent, in flight.
+// changes the backend; a VM of another identity is never touched; the typed errors:
+// unreachable, unauthorized, permanent, in flight; and, for a Releaser, that Release
+// leaves the VM as it was, without the machine's marks, also across a restart.
 func Run(t *testing.T, b Backend) {
 	t.Helper()
 	if b.Timeout == 0 {
@@ -62,6 +71,53 @@ func Run(t *testing.T, b Backend) {
 	t.Run("rejected credentials are an Unauthorized error", b.unauthorizedIsTyped)
 	t.Run("a missing image is a Permanent error", b.missingImageIsPermanent)
 	t.Run("a task in flight is reported, and the VM exists meanwhile", b.taskInFlightIsReported)
+	t.Run("release leaves the VM running and unmarked, also across a crash", b.releaseLeavesTheVM)
+}
+
+func (b *Backend) releaseLeavesTheVM(t *testing.T) {
+	cl := b.connect(t)
+	rel, ok := cl.(providersdk.Releaser)
+	if !ok || b.Released == nil {
+		t.Skip("the driver is no Releaser, or the test gives no Released check")
+	}
+	m := b.NewMachine(t)
+	b.converge(t, cl, m)
+	before := b.observe(t, cl, m)
+	m.Deleting, m.Spec.DeletionPolicy = true, banlieuev1.DeletionPolicyRetain
+	if after := b.observe(t, cl, m); !after.Exists {
+		t.Fatalf("a marked VM of a machine deleted under Retain is not reported: %+v", after)
+	}
+	// What the SDK's Reconciler does for a machine deleted under Retain, until Observe
+	// no longer reports the VM; Release is called once more with the VM still marked
+	// when the first one started a task, as a provider restarted meanwhile would.
+	err := b.loop(t, func(ctx context.Context) (bool, error) {
+		obs, err := cl.Observe(ctx, m)
+		switch {
+		case err != nil:
+			return false, err
+		case obs.Task.InFlight():
+			record(m, obs.Task)
+			return false, nil
+		case !obs.Exists:
+			record(m, providersdk.Task{})
+			return true, nil
+		}
+		res, err := rel.Release(ctx, m, obs)
+		record(m, res.Task)
+		return false, err
+	})
+	if err != nil {
+		t.Fatalf("the VM was not released: %v", err)
+	}
+	// The process dies before it removes the finalizer: its successor, with a new
+	// session and no task recorded, finds the VM released, and releases nothing again.
+	m.Task = providersdk.Task{}
+	if obs := b.observe(t, b.connect(t), m); obs.Exists || obs.Task.InFlight() {
+		t.Errorf("a released VM is reported again after a restart: %+v", obs)
+	}
+	if err := b.Released(t, m, before); err != nil {
+		t.Errorf("the released VM: %v", err)
+	}
 }
 
 func (b *Backend) createIsIdempotent(t *testing.T) {

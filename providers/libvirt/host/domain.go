@@ -250,6 +250,31 @@ func (c *Client) redefine(ctx context.Context, operation, what string, d *Domain
 	})
 }
 
+// RemoveMetadata removes banlieue's element from d's <metadata>, in the running domain
+// and its persistent definition alike (libvirt's SetMetadata, live and config), and
+// changes nothing else: other tools' metadata, the devices, the volumes and the power
+// state stay. It succeeds when the element is already gone.
+func (c *Client) RemoveMetadata(ctx context.Context, d *Domain) error {
+	return c.do(ctx, "SetDomainMetadata", "remove banlieue's metadata from domain "+d.Name, func(l *libvirt.Libvirt) error {
+		active, err := l.DomainIsActive(d.ref)
+		if isCode(err, libvirt.ErrNoDomain) {
+			return &NotFoundError{Kind: KindDomain, Name: d.UUID}
+		}
+		if err != nil {
+			return err
+		}
+		flags := libvirt.DomainAffectConfig
+		if active == 1 {
+			flags |= libvirt.DomainAffectLive
+		}
+		err = l.DomainSetMetadata(d.ref, int32(libvirt.DomainMetadataElement), nil, nil, libvirt.OptString{MetadataNamespace}, flags)
+		if isCode(err, libvirt.ErrNoDomain) {
+			return &NotFoundError{Kind: KindDomain, Name: d.UUID}
+		}
+		return err
+	})
+}
+
 // Addresses are the IP addresses d reports, unfiltered: the DHCP leases of its MACs on
 // its libvirt networks, then what the guest agent reports. Errors of either source are
 // ignored: a guest without an agent, or a network without DHCP, has none.

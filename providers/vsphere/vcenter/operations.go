@@ -40,6 +40,21 @@ func (c *Client) Reconfigure(ctx context.Context, vm *VM, req ReconfigureRequest
 	return res.Returnval.Value, nil
 }
 
+// RemoveExtraConfig starts one ReconfigVM task that removes the keys from the VM's
+// extraConfig (vSphere removes a key set to the empty string) and changes nothing
+// else, and returns the task's ID.
+func (c *Client) RemoveExtraConfig(ctx context.Context, vm *VM, keys ...string) (string, error) {
+	spec := types.VirtualMachineConfigSpec{}
+	for _, k := range keys {
+		spec.ExtraConfig = append(spec.ExtraConfig, &types.OptionValue{Key: k, Value: ""})
+	}
+	res, err := methods.ReconfigVM_Task(ctx, c.vim, &types.ReconfigVM_Task{This: vm.Ref.ref(), Spec: spec})
+	if err != nil {
+		return "", c.fail("remove extraConfig keys of VM "+vm.Name, err)
+	}
+	return res.Returnval.Value, nil
+}
+
 // PowerOn starts powering the VM on, or resuming it, and returns the task's ID.
 func (c *Client) PowerOn(ctx context.Context, vm *VM) (string, error) {
 	res, err := methods.PowerOnVM_Task(ctx, c.vim, &types.PowerOnVM_Task{This: vm.Ref.ref()})

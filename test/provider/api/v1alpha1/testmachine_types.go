@@ -26,6 +26,12 @@ const HoldDeletionAnnotation = "test.banlieue.io/hold-deletion"
 // from reporting that Provider's machines provisioned, as a slow clone would.
 const HoldReadyParameter = "holdReady"
 
+// ReleaseParameter is a Provider parameter that, set to "true", makes the test
+// provider's sessions Releasers: a machine deleted under deletionPolicy Retain then
+// leaves its VM on the backend, released. Without it the test provider cannot release
+// a VM, as a third-party provider without a Releaser.
+const ReleaseParameter = "release"
+
 // TestMachineSpec is the machine contract's spec.
 type TestMachineSpec struct {
 	infrav1.MachineSpec `json:",inline"`

@@ -205,4 +205,8 @@ const (
 	// VirtualMachineResizedReason: a new class was recorded in status.appliedClass for a
 	// placed VM, and its machine is being changed to it.
 	VirtualMachineResizedReason = "Resized"
+
+	// VirtualMachineRestartedReason: the machine reports that the restart asked for by
+	// spec.restartRequestedAt is done (status.restart.result Restarted).
+	VirtualMachineRestartedReason = "Restarted"
 )

@@ -451,7 +451,8 @@ func machineSpec(vm *banlieuev1.VirtualMachine, d *placement.Decision, class *ba
 		Hardware: infrav1.MachineHardware{
 			CPUs: class.Spec.Hardware.CPUs, MemoryMiB: class.Spec.Hardware.MemoryMiB, Firmware: class.Spec.Firmware,
 		},
-		PowerState: vm.Spec.DesiredPowerState,
+		PowerState:         vm.Spec.DesiredPowerState,
+		RestartRequestedAt: vm.Spec.RestartRequestedAt.DeepCopy(),
 	}
 	if vm.Spec.UserData.IsDefined() {
 		spec.UserData = vm.Spec.UserData.DeepCopy()
@@ -511,6 +512,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	vm.Status.Addresses = status.Addresses
 	vm.Status.Initialization = banlieuev1.Initialization{Provisioned: status.Initialization.Provisioned}
 	vm.Status.ObservedPowerState = status.PowerState
+	vm.Status.Restart = restartOf(status.Restart)
 	s.machineFailed = status.FailureReason != ""
 	if p := meta.FindStatusCondition(status.Conditions, infrav1.MachinePausedCondition); p != nil && p.Status == metav1.ConditionTrue {
 		s.machinePaused = p
@@ -530,6 +532,15 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
 	}
 	return nil
+}
+
+// restartOf is the VM's view of the machine's status.restart: the request, and when and
+// how it was honoured; nil when the machine took up none.
+func restartOf(r *infrav1.MachineRestart) *banlieuev1.RestartStatus {
+	if r == nil {
+		return nil
+	}
+	return &banlieuev1.RestartStatus{RequestedAt: r.RequestedAt, CompletedAt: r.CompletedAt.DeepCopy(), Result: r.Result}
 }
 
 // scheduledProvider returns the Provider the VM is placed on, from the cache; nil when

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
@@ -47,7 +48,8 @@ type Backend struct {
 // subtest: create is idempotent; a create after a crash mid-create adopts what the
 // first one made; delete of a missing VM succeeds and leaves nothing; observe never
 // changes the backend; a VM of another identity is never touched; and the typed
-// errors: unreachable, unauthorized, permanent, in flight.
+// errors: unreachable, unauthorized, permanent, in flight; and the boot ID changes on
+// a power cycle only.
 func Run(t *testing.T, b Backend) {
 	t.Helper()
 	if b.Timeout == 0 {
@@ -62,6 +64,36 @@ func Run(t *testing.T, b Backend) {
 	t.Run("rejected credentials are an Unauthorized error", b.unauthorizedIsTyped)
 	t.Run("a missing image is a Permanent error", b.missingImageIsPermanent)
 	t.Run("a task in flight is reported, and the VM exists meanwhile", b.taskInFlightIsReported)
+	t.Run("the boot ID changes on a power cycle, not on an observe", b.bootIDChangesOnAPowerCycle)
+}
+
+// bootIDChangesOnAPowerCycle checks Observation.BootID, which the SDK counts restarts
+// by: non-empty while the VM runs, the same from one Observe to the next, and another
+// after the VM was powered off and on (through Update, with the backend's shutdown
+// timeout as the driver was given it).
+func (b *Backend) bootIDChangesOnAPowerCycle(t *testing.T) {
+	cl := b.connect(t)
+	m := b.NewMachine(t)
+	t.Cleanup(func() { b.remove(t, cl, m) })
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+	b.converge(t, cl, m)
+	first := b.observe(t, cl, m).BootID
+	if first == "" {
+		t.Fatal("a running VM reports no boot ID")
+	}
+	if again := b.observe(t, cl, m).BootID; again != first {
+		t.Errorf("the boot ID changed from %q to %q between two Observes of a running VM", first, again)
+	}
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+	b.converge(t, cl, m)
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+	b.converge(t, cl, m)
+	switch second := b.observe(t, cl, m).BootID; second {
+	case "":
+		t.Error("the VM reports no boot ID after it was powered on again")
+	case first:
+		t.Errorf("the boot ID %q did not change across a power cycle", first)
+	}
 }
 
 func (b *Backend) createIsIdempotent(t *testing.T) {

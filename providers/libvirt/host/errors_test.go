@@ -55,7 +55,7 @@ func TestKVMRefused(t *testing.T) {
 				t.Fatalf("kvmRefused = none, want %q", tt.want)
 			case got != nil && got.QEMU != tt.want:
 				t.Fatalf("kvmRefused quotes %q, want %q", got.QEMU, tt.want)
-			case got != nil && errors.Unwrap(got) != tt.err:
+			case got != nil && !errors.Is(got, tt.err):
 				t.Fatalf("the refusal does not wrap libvirt's error")
 			}
 		})

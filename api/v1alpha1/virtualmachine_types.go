@@ -149,7 +149,7 @@ const (
 type RestartStatus struct {
 	// requestedAt is the spec.restartRequestedAt that was honoured.
 	// +required
-	RequestedAt metav1.Time `json:"requestedAt,omitempty,omitzero"`
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
 
 	// completedAt is when the restart ended, or was skipped.
 	// +optional
@@ -312,7 +312,7 @@ type VirtualMachineStatus struct {
 	// restart is the last restart request the VM's provider took up, as its machine
 	// reports it.
 	// +optional
-	Restart *RestartStatus `json:"restart,omitempty"`
+	Restart RestartStatus `json:"restart,omitempty,omitzero"`
 
 	// observedGeneration is the generation the core controller last reconciled.
 	// +optional

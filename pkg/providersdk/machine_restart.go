@@ -49,9 +49,9 @@ func (r *Reconciler) restartStep(ctx context.Context, s *scope, obs Observation)
 		return false, nil
 	}
 	running := obs.PowerState == banlieuev1.PowerStatePoweredOn
-	rec := s.status.Restart
+	rec := &s.status.Restart
 	if !restartTakenUp(rec, t) {
-		next := &infrav1.MachineRestart{RequestedAt: *t, StartedAt: ptr.To(metav1.Now())}
+		next := &infrav1.MachineRestart{RequestedAt: t.DeepCopy(), StartedAt: ptr.To(metav1.Now())}
 		switch {
 		case s.machine.DesiredPower() != banlieuev1.PowerStatePoweredOn:
 			finishRestart(next, banlieuev1.RestartResultSkipped)
@@ -86,17 +86,17 @@ func (r *Reconciler) restartStep(ctx context.Context, s *scope, obs Observation)
 // Create would find the new VM running and the request not taken up, and restart it.
 func (r *Reconciler) skipRestartBeforeCreate(ctx context.Context, s *scope) error {
 	t := s.machine.Spec.RestartRequestedAt
-	if t == nil || restartTakenUp(s.status.Restart, t) {
+	if t == nil || restartTakenUp(&s.status.Restart, t) {
 		return nil
 	}
-	next := &infrav1.MachineRestart{RequestedAt: *t, StartedAt: ptr.To(metav1.Now())}
+	next := &infrav1.MachineRestart{RequestedAt: t.DeepCopy(), StartedAt: ptr.To(metav1.Now())}
 	finishRestart(next, banlieuev1.RestartResultSkipped)
 	return r.recordRestart(ctx, s, next)
 }
 
 // restartTakenUp reports whether rec records the request t.
 func restartTakenUp(rec *infrav1.MachineRestart, t *metav1.Time) bool {
-	return rec != nil && rec.RequestedAt.Equal(t)
+	return rec.RequestedAt != nil && rec.RequestedAt.Equal(t)
 }
 
 // finishRestart ends the restart rec with result.
@@ -109,7 +109,7 @@ func finishRestart(rec *infrav1.MachineRestart, result banlieuev1.RestartResult)
 // reconcile's last, unconditional status write does not store it either.
 func (r *Reconciler) recordRestart(ctx context.Context, s *scope, rec *infrav1.MachineRestart) error {
 	prev := s.status.Restart
-	s.status.Restart = rec
+	s.status.Restart = *rec
 	if err := r.writeStatus(ctx, s, true); err != nil {
 		s.status.Restart = prev
 		return err

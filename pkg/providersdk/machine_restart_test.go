@@ -28,9 +28,8 @@ func outcomeOf(t *testing.T, d *provider.Driver, m *testv1.TestMachine) restartO
 	t.Helper()
 	vm, _ := d.VM(m.UID)
 	o := restartOutcome{Starts: vm.Starts, PowerOffs: vm.PowerOffs}
-	if r := m.Status.Restart; r != nil {
-		o.BootID, o.Result, o.Completed = r.BootID, r.Result, r.CompletedAt != nil
-	}
+	r := m.Status.Restart
+	o.BootID, o.Result, o.Completed = r.BootID, r.Result, r.CompletedAt != nil
 	return o
 }
 
@@ -128,7 +127,7 @@ func TestARestartInterruptedAtAnyStepPowerCyclesTheVMOnce(t *testing.T) {
 			if _, err := e.reconcile(crashing, m); err == nil {
 				t.Fatal("the crashing reconcile succeeded")
 			}
-			if r := e.get(m).Status.Restart; r == nil || r.BootID != "boot-1" || r.Result != "" {
+			if r := e.get(m).Status.Restart; r.BootID != "boot-1" || r.Result != "" {
 				t.Fatalf("status.restart after the crash = %+v, want the request recorded with boot-1 and no result", r)
 			}
 			// Its successors, each a new process, finish the restart.

@@ -241,11 +241,12 @@ type MachineSpec struct {
 type MachineRestart struct {
 	// requestedAt is the spec.restartRequestedAt taken up.
 	// +required
-	RequestedAt metav1.Time `json:"requestedAt,omitempty,omitzero"`
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
 
 	// bootID is the backend's boot ID of the VM when the request was taken up; empty
 	// when the VM was not running. The restart is done once the VM runs another boot.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	BootID string `json:"bootID,omitempty"`
 
@@ -259,6 +260,8 @@ type MachineRestart struct {
 
 	// result is Restarted, Skipped or Unsupported; unset while the restart is under way.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
 	Result banlieuev1.RestartResult `json:"result,omitempty"`
 }
 
@@ -368,5 +371,5 @@ type MachineStatus struct {
 
 	// restart is the restart request the provider took up last (spec.restartRequestedAt).
 	// +optional
-	Restart *MachineRestart `json:"restart,omitempty"`
+	Restart MachineRestart `json:"restart,omitempty,omitzero"`
 }

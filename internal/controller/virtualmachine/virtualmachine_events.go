@@ -109,10 +109,10 @@ func lifecycleEvents(before, after *banlieuev1.VirtualMachine) []lifecycleEvent 
 // (status.restart.result Restarted for a request before did not record so).
 func restarted(before, after *banlieuev1.VirtualMachine) bool {
 	a, b := after.Status.Restart, before.Status.Restart
-	if a == nil || a.Result != banlieuev1.RestartResultRestarted {
+	if a.RequestedAt == nil || a.Result != banlieuev1.RestartResultRestarted {
 		return false
 	}
-	return b == nil || b.Result != banlieuev1.RestartResultRestarted || !b.RequestedAt.Equal(&a.RequestedAt)
+	return b.Result != banlieuev1.RestartResultRestarted || !b.RequestedAt.Equal(a.RequestedAt)
 }
 
 // phaseEvent reports the VM entering phase Running or Stopped; nil for any other change.

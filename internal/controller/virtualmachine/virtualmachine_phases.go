@@ -535,12 +535,9 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 }
 
 // restartOf is the VM's view of the machine's status.restart: the request, and when and
-// how it was honoured; nil when the machine took up none.
-func restartOf(r *infrav1.MachineRestart) *banlieuev1.RestartStatus {
-	if r == nil {
-		return nil
-	}
-	return &banlieuev1.RestartStatus{RequestedAt: r.RequestedAt, CompletedAt: r.CompletedAt.DeepCopy(), Result: r.Result}
+// how it was honoured; empty when the machine took up none.
+func restartOf(r infrav1.MachineRestart) banlieuev1.RestartStatus {
+	return banlieuev1.RestartStatus{RequestedAt: r.RequestedAt.DeepCopy(), CompletedAt: r.CompletedAt.DeepCopy(), Result: r.Result}
 }
 
 // scheduledProvider returns the Provider the VM is placed on, from the cache; nil when

@@ -214,4 +214,8 @@ const (
 	// VirtualMachineReleasedReason: the VM was deleted with deletionPolicy Retain and its
 	// machine is gone; the backend VM runs on, without banlieue's marks.
 	VirtualMachineReleasedReason = "Released"
+
+	// VirtualMachineRestartedReason: the machine reports that the restart asked for by
+	// spec.restartRequestedAt is done (status.restart.result Restarted).
+	VirtualMachineRestartedReason = "Restarted"
 )

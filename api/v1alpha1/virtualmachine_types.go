@@ -88,6 +88,8 @@ const (
 )
 
 // VirtualMachineSpec is what the user asks for: a class, an image and where to run.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.restartRequestedAt) || (has(self.restartRequestedAt) && self.restartRequestedAt >= oldSelf.restartRequestedAt)",message="restartRequestedAt only moves forward; set it to the current time to ask for a restart"
 type VirtualMachineSpec struct {
 	// classRef names the VMClass (hardware and networks) of the VM. Changing it resizes
 	// the VM where it runs: disks only grow or are added, and the firmware and network
@@ -143,6 +145,42 @@ type VirtualMachineSpec struct {
 	// means false.
 	// +optional
 	Paused *bool `json:"paused,omitempty"`
+
+	// restartRequestedAt asks for one restart (a power cycle: guest shutdown, power-off
+	// after the provider's timeout, power-on) each time it is set to a new time; it only
+	// moves forward. status.restart says when it was honoured.
+	// +optional
+	RestartRequestedAt *metav1.Time `json:"restartRequestedAt,omitempty"`
+}
+
+// RestartResult says how a restart request was honoured.
+// +kubebuilder:validation:Enum=Restarted;Skipped;Unsupported
+type RestartResult string
+
+const (
+	// RestartResultRestarted means the VM was powered off and runs a new boot.
+	RestartResultRestarted RestartResult = "Restarted"
+	// RestartResultSkipped means no restart was needed: the VM was made after the
+	// request, or its desiredPowerState was not PoweredOn.
+	RestartResultSkipped RestartResult = "Skipped"
+	// RestartResultUnsupported means the VM's provider reports no boot ID, so it cannot
+	// tell a new boot from the old one; it did not touch the VM.
+	RestartResultUnsupported RestartResult = "Unsupported"
+)
+
+// RestartStatus is the last restart request that was honoured.
+type RestartStatus struct {
+	// requestedAt is the spec.restartRequestedAt that was honoured.
+	// +required
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+
+	// completedAt is when the restart ended, or was skipped.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// result is Restarted, Skipped or Unsupported; unset while the restart is under way.
+	// +optional
+	Result RestartResult `json:"result,omitempty"`
 }
 
 // Placement constrains where a VM runs.
@@ -293,6 +331,11 @@ type VirtualMachineStatus struct {
 	// class's generation moved on.
 	// +optional
 	AppliedClass AppliedClass `json:"appliedClass,omitempty,omitzero"`
+
+	// restart is the last restart request the VM's provider took up, as its machine
+	// reports it.
+	// +optional
+	Restart RestartStatus `json:"restart,omitempty,omitzero"`
 
 	// observedGeneration is the generation the core controller last reconciled.
 	// +optional

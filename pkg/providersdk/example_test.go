@@ -94,6 +94,7 @@ type memVM struct {
 	cpus      int32
 	memoryMiB int64
 	on        bool
+	boots     int // power-ons since the VM was made
 }
 
 // --- The driver ------------------------------------------------------------------
@@ -167,9 +168,10 @@ func (c *memSession) Observe(_ context.Context, m *providersdk.Machine) (provide
 	if vm == nil {
 		return providersdk.Observation{}, nil
 	}
-	power := banlieuev1.PowerStatePoweredOff
+	power, bootID := banlieuev1.PowerStatePoweredOff, ""
 	if vm.on {
-		power = banlieuev1.PowerStatePoweredOn
+		// Each power-on is a new boot, with an ID of its own: what restarts count by.
+		power, bootID = banlieuev1.PowerStatePoweredOn, fmt.Sprintf("%s-boot-%d", vm.id, vm.boots)
 	}
 	changes := providersdk.HardwareDiff(m.Spec, providersdk.Hardware{CPUs: vm.cpus, MemoryMiB: vm.memoryMiB})
 	return providersdk.Observation{
@@ -180,6 +182,7 @@ func (c *memSession) Observe(_ context.Context, m *providersdk.Machine) (provide
 		FailureDomain: "rack-1",
 		Details:       MemcloudMachineStatus{VMID: vm.id},
 		State:         vm,
+		BootID:        bootID,
 	}, nil
 }
 
@@ -232,7 +235,11 @@ func (c *memSession) Update(_ context.Context, m *providersdk.Machine, obs provi
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
 	vm.cpus, vm.memoryMiB = m.Spec.Hardware.CPUs, m.Spec.Hardware.MemoryMiB
-	vm.on = m.DesiredPower() != banlieuev1.PowerStatePoweredOff
+	on := m.DesiredPower() != banlieuev1.PowerStatePoweredOff
+	if on && !vm.on {
+		vm.boots++
+	}
+	vm.on = on
 	return providersdk.UpdateResult{}, nil
 }
 

@@ -157,6 +157,14 @@ type Observation struct {
 	// GuestAddressReporter (WithGuestWindow), which the Provider controller then
 	// watches for the address.
 	WaitingForGuest bool
+	// BootID identifies the VM's current boot, opaquely: it MUST change every time the
+	// VM starts (a power-on, a reset the backend reports as one), MUST NOT change while
+	// the VM runs (an Observe, a guest reboot inside the same boot), and MUST be
+	// non-empty while the VM runs; it is ignored while the VM is not PoweredOn. The
+	// Reconciler counts restarts by it (spec.restartRequestedAt). A driver that cannot
+	// tell boots apart leaves it empty: its restart requests are then recorded as
+	// Unsupported and the VM is left alone.
+	BootID string
 	// State is the driver's own record of what Observe read (the VM it found, the
 	// listing it searched). The Reconciler hands it back untouched to the Create,
 	// Update or Delete of the same reconcile and never stores it anywhere.

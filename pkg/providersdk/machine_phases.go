@@ -39,6 +39,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, p *banlieue
 		if s.machine.UserData, err = r.userData(ctx, s.machine, s.bootstrapFrom); err != nil {
 			return err
 		}
+		if err := r.skipRestartBeforeCreate(ctx, s); err != nil {
+			return err
+		}
 		res, err := cl.Create(ctx, s.machine, obs)
 		if err != nil {
 			return fmt.Errorf("failed to create VM: %w", err)
@@ -56,18 +59,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, p *banlieue
 		// A VM that a synchronous Create made but Observe does not see yet is waited
 		// for, never created again in the same reconcile.
 	}
-	for ; !obs.Task.InFlight() && obs.Exists && !obs.UpToDate && steps < maxSyncSteps; steps++ {
-		res, err := cl.Update(ctx, s.machine, obs)
-		if err != nil {
-			return fmt.Errorf("failed to update VM: %w", err)
-		}
-		if res.Task.InFlight() {
-			s.observe(obs, res.Task)
-			return &InFlightError{Task: res.Task}
-		}
-		if obs, err = observe(ctx, cl, s.machine); err != nil {
-			return err
-		}
+	if obs, err = r.updateAndRestart(ctx, cl, s, obs, steps); err != nil {
+		return err
 	}
 	s.observe(obs, obs.Task)
 	switch {
@@ -85,6 +78,51 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, p *banlieue
 	s.succeeded = true
 	s.waitingForGuest = obs.WaitingForGuest
 	return nil
+}
+
+// updateAndRestart brings the VM Observe found in line with the spec, taking the
+// machine's restart request along (restartStep): a pass powers the VM off for the
+// restart, the next powers it on, the last records that it is done, each with the
+// Observation just before it. steps are the synchronous steps taken already.
+func (r *Reconciler) updateAndRestart(ctx context.Context, cl Client, s *scope, obs Observation, steps int) (Observation, error) {
+	want := s.machine.Spec.PowerState
+	defer func() { s.machine.Spec.PowerState = want }()
+	for range 3 {
+		off, err := r.restartStep(ctx, s, obs)
+		if err != nil {
+			return obs, err
+		}
+		if off {
+			s.machine.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+			obs.UpToDate = false
+		}
+		before := steps
+		for ; !obs.Task.InFlight() && obs.Exists && !obs.UpToDate && steps < maxSyncSteps; steps++ {
+			res, err := cl.Update(ctx, s.machine, obs)
+			if err != nil {
+				return obs, fmt.Errorf("failed to update VM: %w", err)
+			}
+			if res.Task.InFlight() {
+				s.observe(obs, res.Task)
+				return obs, &InFlightError{Task: res.Task}
+			}
+			if obs, err = observe(ctx, cl, s.machine); err != nil {
+				return obs, err
+			}
+		}
+		s.machine.Spec.PowerState = want
+		switch {
+		case off:
+			// Powered off for the restart: observed again against the machine's own
+			// desired power, which powers the VM on in the next pass.
+			if obs, err = observe(ctx, cl, s.machine); err != nil {
+				return obs, err
+			}
+		case steps == before:
+			return obs, nil
+		}
+	}
+	return obs, nil
 }
 
 // reconcileDelete deletes the VM; it returns errGone once nothing of it is left.

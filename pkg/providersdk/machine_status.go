@@ -121,11 +121,18 @@ func pausedCondition(why string, generation int64) metav1.Condition {
 }
 
 // contractStatusFields are the status fields the machine contract gives the provider.
-var contractStatusFields = []string{"initialization", "addresses", "failureDomain", "powerState", "task", "failureReason", "failureMessage", "conditions", "observedGeneration"}
+var contractStatusFields = []string{"initialization", "addresses", "failureDomain", "powerState", "task", "failureReason", "failureMessage", "conditions", "observedGeneration", "restart"}
 
 // patchStatus writes the scope's status in one patch, when it differs from what was
 // read. observedGeneration is only advanced by a reconcile that succeeded.
 func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
+	return r.writeStatus(ctx, s, false)
+}
+
+// writeStatus is patchStatus; with lock, the patch carries the resourceVersion read, so
+// it fails with a conflict when the machine changed since: a record that a decision
+// depends on (status.restart) is never written over one this reconcile did not see.
+func (r *Reconciler) writeStatus(ctx context.Context, s *scope, lock bool) error {
 	if s.succeeded {
 		s.status.ObservedGeneration = s.machine.Generation
 	}
@@ -161,7 +168,11 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 		}
 	}
 	u.Object["status"] = status
-	if err := r.client.Status().Patch(ctx, u, client.MergeFrom(orig)); err != nil {
+	var opts []client.MergeFromOption
+	if lock {
+		opts = append(opts, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.client.Status().Patch(ctx, u, client.MergeFromWithOptions(orig, opts...)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("failed to patch machine status: %w", err))
 	}
 	s.before = *s.status.DeepCopy()

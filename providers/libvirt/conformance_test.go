@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
 	"github.com/google/uuid"
@@ -35,7 +36,7 @@ func TestConformance(t *testing.T) {
 		Credentials: map[string][]byte{SSHPrivateKeyKey: stranger, KnownHostsKey: knownHosts},
 	}
 	drivertest.Run(t, drivertest.Backend{
-		Driver:   NewDriver(),
+		Driver:   NewDriver(WithShutdownTimeout(2 * time.Second)), // the blank test guests ignore the power button
 		Provider: providersdk.ProviderInfo{Provider: provider(d.QEMUURI(), nil)},
 		Unreachable: providersdk.ProviderInfo{
 			Provider:    provider("qemu+ssh://tester@127.0.0.1:1/system", nil), // a closed loopback port

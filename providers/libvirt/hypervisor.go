@@ -21,6 +21,17 @@ const TCG = "qemu"
 // are defined for TCG at once and the inventory says why. A Provider that asked for kvm
 // gets QEMU's own words in the machine's condition instead.
 func (s *session) start(ctx context.Context, dom *host.Domain) error {
+	if err := s.startDomain(ctx, dom); err != nil {
+		return err
+	}
+	// The new boot gets its ID at once, so that the domain just started is up to date.
+	// Should this fail, Observe finds the boot without one and Update marks it.
+	_, err := s.host.MarkBoot(ctx, dom)
+	return err
+}
+
+// startDomain starts dom, as start does, without marking its boot.
+func (s *session) startDomain(ctx context.Context, dom *host.Domain) error {
 	err := s.host.Start(ctx, dom)
 	var refused *host.KVMRefusedError
 	if !errors.As(err, &refused) {

@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt/host"
 	"github.com/banlieue/banlieue/sim/libvirtd"
 )
 
@@ -142,6 +144,28 @@ func TestOutage(t *testing.T) {
 	if err := createMachine(ctx, s, m); err != nil {
 		t.Fatal(err)
 	}
+	booted := mustObserve(t, s, m).BootID
+	if booted == "" {
+		t.Fatal("the running domain reports no boot ID")
+	}
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		dom, err := l.DomainLookupByName(domainName(m.Namespace, m.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, err := l.DomainGetXMLDesc(dom, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inactive, err := l.DomainGetXMLDesc(dom, libvirt.DomainXMLInactive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(live, booted) || strings.Contains(inactive, host.BootNamespace) {
+			t.Errorf("the boot ID %s is in the live definition: %v, in the persistent one: %v; want live only",
+				booted, strings.Contains(live, booted), strings.Contains(inactive, host.BootNamespace))
+		}
+	})
 	d.Kill()
 	if _, err := s.Observe(ctx, m); !providersdk.IsUnreachable(err) {
 		t.Fatalf("observe while libvirtd is down: %v, want Unreachable", err)
@@ -160,6 +184,9 @@ func TestOutage(t *testing.T) {
 	})
 	if !o.Exists || o.PowerState != banlieuev1.PowerStatePoweredOn {
 		t.Errorf("after restart: exists %v, power %s; want the domain still running", o.Exists, o.PowerState)
+	}
+	if o.BootID != booted {
+		t.Errorf("boot ID after libvirtd restarted = %q, want %q: the domain kept running", o.BootID, booted)
 	}
 	if _, err := s.Delete(ctx, m, o); err != nil {
 		t.Fatal(err)

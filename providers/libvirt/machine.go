@@ -133,6 +133,12 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		o.Task = m.Task
 	}
 	o.UpToDate = o.PowerState == m.DesiredPower() && len(providersdk.HardwareDiff(m.Spec, hardware(dom))) == 0
+	if o.PowerState == banlieuev1.PowerStatePoweredOn {
+		// A running domain without a boot ID gets one from Update (MarkBoot); Observe
+		// never writes.
+		o.BootID = dom.BootID
+		o.UpToDate = o.UpToDate && dom.BootID != ""
+	}
 	return o, nil
 }
 

@@ -47,7 +47,10 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		FailureDomain: h.failureDomain,
 	}
 	details := o.Details
-	o.Details, o.State = nil, nil
+	if o.BootID == "" {
+		t.Error("the running domain reports no boot ID")
+	}
+	o.Details, o.State, o.BootID = nil, nil, ""
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("after create (-want +got):\n%s", diff)
 	}

@@ -25,7 +25,15 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 	if dom == nil {
 		return providersdk.UpdateResult{}, nil
 	}
+	var err error
 	want := m.DesiredPower()
+	if dom.BootID == "" && powerState(dom) == banlieuev1.PowerStatePoweredOn {
+		// The boot ID Observe reports, in the live definition only: a restart
+		// (spec.restartRequestedAt) tells this boot from the next by it.
+		if dom.BootID, err = s.host.MarkBoot(ctx, dom); err != nil {
+			return providersdk.UpdateResult{}, err
+		}
+	}
 	changes := providersdk.HardwareDiff(m.Spec, hardware(dom))
 	if err := providersdk.RefuseShrink(backendName, changes); err != nil {
 		return providersdk.UpdateResult{}, err

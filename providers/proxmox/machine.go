@@ -100,7 +100,7 @@ func inFlightClone(t providersdk.Task) providersdk.Observation {
 
 // observe builds the observation of an existing VM.
 func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmState) (providersdk.Observation, error) {
-	power, running, err := s.powerState(ctx, vm)
+	power, running, pid, err := s.powerState(ctx, vm)
 	if err != nil {
 		return providersdk.Observation{}, err
 	}
@@ -113,6 +113,7 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmSta
 		State:         &observed{vm: vm, power: power, running: running},
 	}
 	if power == banlieuev1.PowerStatePoweredOn {
+		o.BootID = bootID(vm.Node, pid)
 		if o.Addresses, err = s.addresses(ctx, vm); err != nil {
 			return providersdk.Observation{}, err
 		}
@@ -127,23 +128,39 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmSta
 	return o, nil
 }
 
-// powerState reads a VM's power state, and whether its QEMU process runs (paused
-// included): the current status tells a paused VM from a running one, which the cluster's
-// listing does not.
-func (s *session) powerState(ctx context.Context, vm *vmState) (banlieuev1.PowerState, bool, error) {
+// powerState reads a VM's power state, whether its QEMU process runs (paused
+// included) and that process's PID: the current status tells a paused VM from a
+// running one, which the cluster's listing does not.
+func (s *session) powerState(ctx context.Context, vm *vmState) (banlieuev1.PowerState, bool, int, error) {
 	if vm.conf["lock"] == "suspended" {
-		return banlieuev1.PowerStateSuspended, false, nil // hibernated to disk
+		return banlieuev1.PowerStateSuspended, false, 0, nil // hibernated to disk
 	}
 	st, err := s.api.CurrentStatus(ctx, vm.Node, vm.VMID)
 	switch {
 	case err != nil:
-		return "", false, err
+		return "", false, 0, err
 	case !st.Running():
-		return banlieuev1.PowerStatePoweredOff, false, nil
+		return banlieuev1.PowerStatePoweredOff, false, 0, nil
 	case st.QMPStatus == "paused" || st.QMPStatus == "suspended":
-		return banlieuev1.PowerStateSuspended, true, nil
+		return banlieuev1.PowerStateSuspended, true, st.PID, nil
 	}
-	return banlieuev1.PowerStatePoweredOn, true, nil
+	return banlieuev1.PowerStatePoweredOn, true, st.PID, nil
+}
+
+// bootID is the boot ID of a VM whose QEMU process on node has pid: every start (a
+// power-on, a stop and start, a migration) runs a new QEMU process, so a new PID, or
+// another node. status/current's uptime is not part of it: it is whole seconds counted
+// to the moment of the read, so the start time it gives moves by a second from one
+// read to the next, and a boot ID must not change while the VM runs. The PID alone
+// repeats only if the node's PID counter wrapped round to the same number between a
+// stop and the next start (pid_max is 4194304 on PVE's kernels); a restart would then
+// power the VM off once more, never loop. A PVE that reports no PID (0) gives no boot
+// ID, and its restarts are Unsupported.
+func bootID(node string, pid int) string {
+	if pid <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s/qemu-%d", node, pid)
 }
 
 // addresses asks the guest agent for the guest's addresses, without loopback,

@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"context"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,6 +112,11 @@ func TestMachineLifecycle(t *testing.T) {
 			Details:         &infrav1.ProxmoxStatus{Node: proxmoxtest.Node1, VMID: int32(vmid)},
 			WaitingForGuest: true,
 		}
+		// The boot ID is the running QEMU's PID on its node, from status/current.
+		if !regexp.MustCompile(`^pve1/qemu-[1-9][0-9]*$`).MatchString(o.BootID) {
+			t.Errorf("boot ID %q, want pve1/qemu-<pid>", o.BootID)
+		}
+		want.BootID = o.BootID
 		if diff := cmp.Diff(want, o, ignoreState); diff != "" {
 			t.Errorf("Observe after converging (-want +got):\n%s", diff)
 		}

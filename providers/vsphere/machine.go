@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"time"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -56,6 +57,11 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vcent
 		State:      vm,
 	}
 	o.ProviderID = providerID(vm)
+	if o.PowerState == banlieuev1.PowerStatePoweredOn && !vm.BootTime.IsZero() {
+		// vCenter sets the boot time on every power-on, and only then (a guest reboot
+		// keeps it): the VM's boot ID.
+		o.BootID = vm.BootTime.UTC().Format(time.RFC3339Nano)
+	}
 	o.WaitingForGuest = o.PowerState == banlieuev1.PowerStatePoweredOn && len(o.Addresses) == 0
 	o.FailureDomain = s.domainOfHost(ctx, vm.Host)
 	o.UpToDate = o.PowerState == m.DesiredPower() && len(providersdk.HardwareDiff(m.Spec, hardware(vm))) == 0

@@ -105,6 +105,11 @@ func TestMachineLifecycle(t *testing.T) {
 			Details:         &infrav1.VSphereStatus{MoRef: moRef, InstanceUUID: uid},
 			WaitingForGuest: true,
 		}
+		// The boot ID is the boot time vcsim set when the clone powered the VM on.
+		if bt, err := time.Parse(time.RFC3339Nano, o.BootID); err != nil || time.Since(bt) > time.Minute {
+			t.Errorf("boot ID %q is not the recent boot time of the VM", o.BootID)
+		}
+		want.BootID = o.BootID
 		if diff := cmp.Diff(want, o, cmpopts.IgnoreFields(providersdk.Observation{}, "State")); diff != "" {
 			t.Errorf("Observe after the clone (-want +got):\n%s", diff)
 		}

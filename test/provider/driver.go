@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,32 @@ type VM struct {
 	// Released is true once a Release removed the machine's mark: the VM stays on the
 	// backend, and no machine finds it any more.
 	Released bool
+	// Starts counts the VM's starts (its creation powered on, and each power-on); its
+	// BootID while it runs is "boot-<Starts>".
+	Starts int
+	// PowerOffs counts the VM's power-offs.
+	PowerOffs int
+}
+
+// BootID is the VM's boot ID as Observe reports it: "" unless it runs.
+func (vm VM) BootID() string {
+	if vm.PowerState != banlieuev1.PowerStatePoweredOn {
+		return ""
+	}
+	return fmt.Sprintf("boot-%d", vm.Starts)
+}
+
+// setPower changes the VM's power state, counting starts and power-offs.
+func (vm *VM) setPower(p banlieuev1.PowerState) {
+	switch {
+	case p == vm.PowerState:
+		return
+	case p == banlieuev1.PowerStatePoweredOn:
+		vm.Starts++
+	case vm.PowerState == banlieuev1.PowerStatePoweredOn:
+		vm.PowerOffs++
+	}
+	vm.PowerState = p
 }
 
 // Driver is the test provider's providersdk.Driver. Its backend is a map of VMs keyed by
@@ -115,6 +142,7 @@ func (s *session) Observe(_ context.Context, m *providersdk.Machine) (providersd
 		Addresses:     []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: Address}},
 		PowerState:    vm.PowerState,
 		FailureDomain: vm.FailureDomain,
+		BootID:        vm.BootID(),
 	}, nil
 }
 
@@ -127,7 +155,9 @@ func (s *session) Create(_ context.Context, m *providersdk.Machine, _ providersd
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.vms[m.UID]; !ok {
-		d.vms[m.UID] = VM{ProviderID: "test://" + string(m.UID), PowerState: m.Spec.PowerState, FailureDomain: m.Spec.FailureDomain}
+		vm := VM{ProviderID: "test://" + string(m.UID), PowerState: banlieuev1.PowerStatePoweredOff, FailureDomain: m.Spec.FailureDomain}
+		vm.setPower(m.Spec.PowerState)
+		d.vms[m.UID] = vm
 		d.creates++
 	}
 	if s.holdReady {
@@ -142,7 +172,7 @@ func (s *session) Update(_ context.Context, m *providersdk.Machine, _ providersd
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if vm, ok := d.vms[m.UID]; ok {
-		vm.PowerState = m.Spec.PowerState
+		vm.setPower(m.Spec.PowerState)
 		d.vms[m.UID] = vm
 	}
 	return providersdk.UpdateResult{}, nil

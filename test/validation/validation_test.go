@@ -330,6 +330,18 @@ spec:
 		manifest: replaceOnce(baseVMNamed("change-image"), "name: ubuntu-22-04", "name: ubuntu-24-04"),
 		want:     "imageRef is immutable; create a new VirtualMachine to change the image",
 	},
+	{
+		name:     "Moving a VirtualMachine's restartRequestedAt backwards is rejected.",
+		before:   baseVMNamed("restart-backwards") + "  restartRequestedAt: \"2026-12-04T10:00:00Z\"\n",
+		manifest: baseVMNamed("restart-backwards") + "  restartRequestedAt: \"2026-12-04T09:00:00Z\"\n",
+		want:     "restartRequestedAt only moves forward; set it to the current time to ask for a restart",
+	},
+	{
+		name:     "Removing a VirtualMachine's restartRequestedAt is rejected.",
+		before:   baseVMNamed("restart-removed") + "  restartRequestedAt: \"2026-12-04T10:00:00Z\"\n",
+		manifest: baseVMNamed("restart-removed"),
+		want:     "restartRequestedAt only moves forward; set it to the current time to ask for a restart",
+	},
 
 	// VMClass
 	{
@@ -1457,6 +1469,16 @@ func TestMutableFieldsCanBeUpdated(t *testing.T) {
 			name:   "A machine's deletionPolicy can be changed.",
 			before: machine("ProxmoxMachine", "retain", "", "  deletionPolicy: Delete\n"),
 			after:  machine("ProxmoxMachine", "retain", "", "  deletionPolicy: Retain\n"),
+		},
+		{
+			name:   "A VirtualMachine's restartRequestedAt can be set, then moved forward.",
+			before: baseVMNamed("restart-forward") + "  restartRequestedAt: \"2026-12-04T10:00:00Z\"\n",
+			after:  baseVMNamed("restart-forward") + "  restartRequestedAt: \"2026-12-04T10:00:01Z\"\n",
+		},
+		{
+			name:   "A VirtualMachine's restartRequestedAt can be added.",
+			before: baseVMNamed("restart-added"),
+			after:  baseVMNamed("restart-added") + "  restartRequestedAt: \"2026-12-04T10:00:00Z\"\n",
 		},
 		{
 			name:   "A Provider's endpoint and capabilities can be changed.",

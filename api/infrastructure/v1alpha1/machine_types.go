@@ -236,6 +236,42 @@ type MachineSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MinLength=1
 	DeletionPolicy banlieuev1.DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// restartRequestedAt asks for one restart (a power cycle) each time it moves
+	// forward; core copies the VirtualMachine's.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="restartRequestedAt only moves forward; set it to the current time to ask for a restart"
+	RestartRequestedAt *metav1.Time `json:"restartRequestedAt,omitempty"`
+}
+
+// MachineRestart is the provider's record of the restart request it took up last. It is
+// written before the provider acts on the request, so that a provider that restarts
+// finds where it was: powering off the boot recorded in bootID, or waiting for another.
+type MachineRestart struct {
+	// requestedAt is the spec.restartRequestedAt taken up.
+	// +required
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+
+	// bootID is the backend's boot ID of the VM when the request was taken up; empty
+	// when the VM was not running. The restart is done once the VM runs another boot.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	BootID string `json:"bootID,omitempty"`
+
+	// startedAt is when the request was taken up.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// completedAt is when the restart ended, or was skipped.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// result is Restarted, Skipped or Unsupported; unset while the restart is under way.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
+	Result banlieuev1.RestartResult `json:"result,omitempty"`
 }
 
 // Retains reports whether deleting the machine should leave its backend VM in place.
@@ -344,4 +380,8 @@ type MachineStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// restart is the restart request the provider took up last (spec.restartRequestedAt).
+	// +optional
+	Restart MachineRestart `json:"restart,omitempty,omitzero"`
 }

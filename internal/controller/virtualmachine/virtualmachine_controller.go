@@ -164,6 +164,9 @@ func (r *Reconciler) withStatus(ctx context.Context, vm *banlieuev1.VirtualMachi
 	} else if !s.released {
 		for _, e := range steps {
 			r.event(vm, e.eventType, e.reason, e.action, "%s", e.note)
+			if e.reason == banlieuev1.VirtualMachineRestartedReason {
+				VirtualMachineRestarts.WithLabelValues(locationOf(vm).ProviderKey()).Inc()
+			}
 		}
 	}
 	if s.released {

@@ -2,6 +2,7 @@ package virtualmachine
 
 import (
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,7 +98,22 @@ func lifecycleEvents(before, after *banlieuev1.VirtualMachine) []lifecycleEvent 
 	if phase != nil {
 		out = append(out, *phase)
 	}
+	if restarted(before, after) {
+		out = append(out, lifecycleEvent{corev1.EventTypeNormal, banlieuev1.VirtualMachineRestartedReason, "Restart",
+			"The VM was power-cycled on Provider " + locationOf(after).ProviderKey() + " as spec.restartRequestedAt " +
+				after.Status.Restart.RequestedAt.UTC().Format(time.RFC3339) + " asked"})
+	}
 	return out
+}
+
+// restarted reports whether after is the status that first records a restart as done
+// (status.restart.result Restarted for a request before did not record so).
+func restarted(before, after *banlieuev1.VirtualMachine) bool {
+	a, b := after.Status.Restart, before.Status.Restart
+	if a.RequestedAt == nil || a.Result != banlieuev1.RestartResultRestarted {
+		return false
+	}
+	return b.Result != banlieuev1.RestartResultRestarted || !b.RequestedAt.Equal(a.RequestedAt)
 }
 
 // phaseEvent reports the VM entering phase Running or Stopped; nil for any other change.

@@ -29,7 +29,18 @@ var VirtualMachineReadySeconds = prometheus.NewHistogram(prometheus.HistogramOpt
 	Buckets: prometheus.ExponentialBuckets(5, 2, 12),
 })
 
-func init() { metrics.Registry.MustRegister(VirtualMachines, VirtualMachineReadySeconds) }
+// VirtualMachineRestarts counts the restarts (spec.restartRequestedAt) that VMs'
+// machines reported done, by Provider ("namespace/name"), counted with the status write
+// that records each one, which carries its Restarted Event: a crash there can lose a
+// count, never count one twice.
+var VirtualMachineRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "banlieue_virtualmachine_restarts_total",
+	Help: "Restarts asked by spec.restartRequestedAt that the VM's machine reported done, by Provider (namespace/name).",
+}, []string{"provider"})
+
+func init() {
+	metrics.Registry.MustRegister(VirtualMachines, VirtualMachineReadySeconds, VirtualMachineRestarts)
+}
 
 // vmCount is what one VM contributes to VirtualMachines.
 type vmCount struct {

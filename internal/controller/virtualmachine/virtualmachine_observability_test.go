@@ -19,7 +19,7 @@ import (
 
 // gathered reads the metric name with exactly labels from controller-runtime's
 // registry, as the metrics endpoint serves it: a gauge's value, or a histogram's
-// sample count and sum. A series that does not exist reads as zero.
+// sample count and sum; a counter's value. A series that does not exist reads as zero.
 func gathered(g Gomega, name string, labels map[string]string) (value float64, count uint64) {
 	families, err := metrics.Registry.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -33,6 +33,9 @@ func gathered(g Gomega, name string, labels map[string]string) (value float64, c
 			}
 			if h := m.GetHistogram(); h != nil {
 				return h.GetSampleSum(), h.GetSampleCount()
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue(), 0
 			}
 			return m.GetGauge().GetValue(), 0
 		}
@@ -256,4 +259,35 @@ func TestTheVMGaugeMovesAVMBetweenSeries(t *testing.T) {
 	g.Expect(vmsIn(g, banlieuev1.PhaseRunning, provider)).To(BeZero())
 	m.forget("gauge-1") // already gone: nothing to undo
 	g.Expect(vmsIn(g, banlieuev1.PhaseRunning, provider)).To(BeZero())
+}
+
+func TestARestartRequestReachesTheMachineAndIsReportedOnce(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	on := f.ns + "/p1"
+	vm := f.vm("v", class, image)
+	f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
+	restartsBefore, _ := gathered(f.g, "banlieue_virtualmachine_restarts_total", map[string]string{"provider": on})
+
+	at := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	f.update(vm, func() { vm.Spec.RestartRequestedAt = &at })
+	f.g.Eventually(func(g Gomega) {
+		g.Expect(f.machine("v").Spec.RestartRequestedAt).To(HaveField("Time", BeTemporally("==", at.Time)))
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	done := f.eventuallyVM("v", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Restart.Result).To(Equal(banlieuev1.RestartResultRestarted))
+		g.Expect(vm.Status.Restart.RequestedAt.Time).To(BeTemporally("==", at.Time))
+		g.Expect(vm.Status.Restart.CompletedAt).NotTo(BeNil())
+	})
+	f.g.Expect(done.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	f.expectEvent("v", banlieuev1.VirtualMachineRestartedReason, corev1.EventTypeNormal, "The VM was power-cycled on Provider "+on)
+	f.g.Consistently(func(g Gomega) {
+		e := f.events(g, "v")[banlieuev1.VirtualMachineRestartedReason]
+		g.Expect(e.Series).To(BeNil(), "the Restarted Event was recorded more than once")
+		restarts, _ := gathered(g, "banlieue_virtualmachine_restarts_total", map[string]string{"provider": on})
+		g.Expect(restarts - restartsBefore).To(Equal(1.0))
+	}, time.Second, 100*time.Millisecond).Should(Succeed())
 }

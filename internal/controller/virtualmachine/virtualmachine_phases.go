@@ -451,8 +451,9 @@ func machineSpec(vm *banlieuev1.VirtualMachine, d *placement.Decision, class *ba
 		Hardware: infrav1.MachineHardware{
 			CPUs: class.Spec.Hardware.CPUs, MemoryMiB: class.Spec.Hardware.MemoryMiB, Firmware: class.Spec.Firmware,
 		},
-		PowerState:     vm.Spec.DesiredPowerState,
-		DeletionPolicy: deletionPolicy(vm),
+		PowerState:         vm.Spec.DesiredPowerState,
+		DeletionPolicy:     deletionPolicy(vm),
+		RestartRequestedAt: vm.Spec.RestartRequestedAt.DeepCopy(),
 	}
 	if vm.Spec.UserData.IsDefined() {
 		spec.UserData = vm.Spec.UserData.DeepCopy()
@@ -512,6 +513,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	vm.Status.Addresses = status.Addresses
 	vm.Status.Initialization = banlieuev1.Initialization{Provisioned: status.Initialization.Provisioned}
 	vm.Status.ObservedPowerState = status.PowerState
+	vm.Status.Restart = restartOf(status.Restart)
 	s.machineFailed = status.FailureReason != ""
 	if p := meta.FindStatusCondition(status.Conditions, infrav1.MachinePausedCondition); p != nil && p.Status == metav1.ConditionTrue {
 		s.machinePaused = p
@@ -531,6 +533,12 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 		setCondition(vm, banlieuev1.VirtualMachineInfrastructureReadyCondition, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
 	}
 	return nil
+}
+
+// restartOf is the VM's view of the machine's status.restart: the request, and when and
+// how it was honoured; empty when the machine took up none.
+func restartOf(r infrav1.MachineRestart) banlieuev1.RestartStatus {
+	return banlieuev1.RestartStatus{RequestedAt: r.RequestedAt.DeepCopy(), CompletedAt: r.CompletedAt.DeepCopy(), Result: r.Result}
 }
 
 // scheduledProvider returns the Provider the VM is placed on, from the cache; nil when

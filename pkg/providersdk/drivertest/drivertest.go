@@ -55,8 +55,9 @@ type Backend struct {
 // subtest: create is idempotent; a create after a crash mid-create adopts what the
 // first one made; delete of a missing VM succeeds and leaves nothing; observe never
 // changes the backend; a VM of another identity is never touched; the typed errors:
-// unreachable, unauthorized, permanent, in flight; and, for a Releaser, that Release
-// leaves the VM as it was, without the machine's marks, also across a restart.
+// unreachable, unauthorized, permanent, in flight; the boot ID changes on a power
+// cycle only; and, for a Releaser, that Release leaves the VM as it was, without the
+// machine's marks, also across a restart.
 func Run(t *testing.T, b Backend) {
 	t.Helper()
 	if b.Timeout == 0 {
@@ -72,6 +73,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("a missing image is a Permanent error", b.missingImageIsPermanent)
 	t.Run("a task in flight is reported, and the VM exists meanwhile", b.taskInFlightIsReported)
 	t.Run("release leaves the VM running and unmarked, also across a crash", b.releaseLeavesTheVM)
+	t.Run("the boot ID changes on a power cycle, not on an observe", b.bootIDChangesOnAPowerCycle)
 }
 
 func (b *Backend) releaseLeavesTheVM(t *testing.T) {
@@ -117,6 +119,35 @@ func (b *Backend) releaseLeavesTheVM(t *testing.T) {
 	}
 	if err := b.Released(t, m, before); err != nil {
 		t.Errorf("the released VM: %v", err)
+	}
+}
+
+// bootIDChangesOnAPowerCycle checks Observation.BootID, which the SDK counts restarts
+// by: non-empty while the VM runs, the same from one Observe to the next, and another
+// after the VM was powered off and on (through Update, with the backend's shutdown
+// timeout as the driver was given it).
+func (b *Backend) bootIDChangesOnAPowerCycle(t *testing.T) {
+	cl := b.connect(t)
+	m := b.NewMachine(t)
+	t.Cleanup(func() { b.remove(t, cl, m) })
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+	b.converge(t, cl, m)
+	first := b.observe(t, cl, m).BootID
+	if first == "" {
+		t.Fatal("a running VM reports no boot ID")
+	}
+	if again := b.observe(t, cl, m).BootID; again != first {
+		t.Errorf("the boot ID changed from %q to %q between two Observes of a running VM", first, again)
+	}
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+	b.converge(t, cl, m)
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+	b.converge(t, cl, m)
+	switch second := b.observe(t, cl, m).BootID; second {
+	case "":
+		t.Error("the VM reports no boot ID after it was powered on again")
+	case first:
+		t.Errorf("the boot ID %q did not change across a power cycle", first)
 	}
 }
 

@@ -66,6 +66,9 @@ type Domain struct {
 	PausedInTransit bool
 	// ManagedSave is true when the domain's memory is saved to disk (a managed save).
 	ManagedSave bool
+	// BootID is the ID MarkBoot gave the domain's current boot; "" when it has none,
+	// and always while the domain is not running.
+	BootID string
 
 	ref libvirt.Domain
 }

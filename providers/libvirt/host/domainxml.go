@@ -212,6 +212,7 @@ func parseDomain(x string) (*Domain, error) {
 	}
 	if d.Metadata != nil {
 		o.Metadata = findMetadata(d.Metadata.XML)
+		o.BootID = findBootID(d.Metadata.XML)
 	}
 	if d.OS != nil && (d.OS.NVRam != nil || d.OS.Firmware == "efi") {
 		o.NVRAM = true

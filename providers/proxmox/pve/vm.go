@@ -161,6 +161,9 @@ type RunStatus struct {
 	Status string `json:"status"`
 	// QMPStatus also tells running, paused and suspended apart.
 	QMPStatus string `json:"qmpstatus"`
+	// PID is the process ID of the VM's QEMU on its node, while it runs: a new process,
+	// and so a new PID, for every start.
+	PID int `json:"pid"`
 }
 
 // Running reports whether the VM's QEMU process runs, paused included.

@@ -3,6 +3,7 @@ package vcenter
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
@@ -49,6 +50,10 @@ type VM struct {
 	CPUHotAdd, MemoryHotAdd bool
 	// Power is the VM's power state.
 	Power PowerState
+	// BootTime is when the VM was last powered on (summary.runtime.bootTime, the same
+	// value as runtime.bootTime); zero while it is not running, or when vCenter did not
+	// say.
+	BootTime time.Time
 	// Host is the host the VM runs on; zero when it has none.
 	Host Ref
 	// ToolsRunning is true while VMware Tools run in the guest.
@@ -76,6 +81,8 @@ var vmProperties = []string{
 	"config.memoryHotAddEnabled",
 	"runtime.powerState",
 	"runtime.host",
+	// summary.runtime is runtime; vcsim keeps the boot time there only.
+	"summary.runtime.bootTime",
 	"guest.toolsRunningStatus",
 	"guest.ipAddress",
 	"guest.net",
@@ -209,6 +216,14 @@ func vmOf(ref types.ManagedObjectReference, props []types.DynamicProperty) *VM {
 			vm.devices = v.VirtualDevice
 			for _, d := range disks(vm.devices) {
 				vm.DiskBytes = append(vm.DiskBytes, diskBytes(d))
+			}
+		case time.Time:
+			if p.Name == "summary.runtime.bootTime" {
+				vm.BootTime = v
+			}
+		case *time.Time:
+			if p.Name == "summary.runtime.bootTime" && v != nil {
+				vm.BootTime = *v
 			}
 		case types.VirtualMachinePowerState:
 			vm.Power = PowerState(v)

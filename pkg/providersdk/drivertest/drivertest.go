@@ -92,21 +92,9 @@ func (b *Backend) releaseLeavesTheVM(t *testing.T) {
 	// What the SDK's Reconciler does for a machine deleted under Retain, until Observe
 	// no longer reports the VM; Release is called once more with the VM still marked
 	// when the first one started a task, as a provider restarted meanwhile would.
-	err := b.loop(t, func(ctx context.Context) (bool, error) {
-		obs, err := cl.Observe(ctx, m)
-		switch {
-		case err != nil:
-			return false, err
-		case obs.Task.InFlight():
-			record(m, obs.Task)
-			return false, nil
-		case !obs.Exists:
-			record(m, providersdk.Task{})
-			return true, nil
-		}
+	err := b.untilGone(t, cl, m, func(ctx context.Context, obs providersdk.Observation) (providersdk.Task, error) {
 		res, err := rel.Release(ctx, m, obs)
-		record(m, res.Task)
-		return false, err
+		return res.Task, err
 	})
 	if err != nil {
 		t.Fatalf("the VM was not released: %v", err)
@@ -380,6 +368,18 @@ func (b *Backend) tryConverge(t *testing.T, cl providersdk.Client, m *providersd
 // gone.
 func (b *Backend) tryRemove(t *testing.T, cl providersdk.Client, m *providersdk.Machine) error {
 	t.Helper()
+	return b.untilGone(t, cl, m, func(ctx context.Context, obs providersdk.Observation) (providersdk.Task, error) {
+		res, err := cl.Delete(ctx, m, obs)
+		return res.Task, err
+	})
+}
+
+// untilGone observes m and, while its VM is there and no task is in flight, calls act
+// (a Delete or a Release) and records the task it started, until Observe no longer
+// reports the VM: what the SDK's Reconciler does for a deleted machine.
+func (b *Backend) untilGone(t *testing.T, cl providersdk.Client, m *providersdk.Machine,
+	act func(context.Context, providersdk.Observation) (providersdk.Task, error)) error {
+	t.Helper()
 	return b.loop(t, func(ctx context.Context) (bool, error) {
 		obs, err := cl.Observe(ctx, m)
 		switch {
@@ -392,8 +392,8 @@ func (b *Backend) tryRemove(t *testing.T, cl providersdk.Client, m *providersdk.
 			record(m, providersdk.Task{})
 			return true, nil
 		}
-		res, err := cl.Delete(ctx, m, obs)
-		record(m, res.Task)
+		task, err := act(ctx, obs)
+		record(m, task)
 		return false, err
 	})
 }

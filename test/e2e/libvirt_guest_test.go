@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -31,8 +32,8 @@ const guestBootTimeout = 5 * time.Minute
 // (virsh net-dhcp-leases), what banlieue promised: the user data applied, the static
 // address of the class on the first NIC and the DHCP address on the second, both in the
 // VM's status; a power off that is the guest's own clean shutdown; a suspend that keeps
-// the guest's boot and uptime; an offline resize the guest sees; and nothing left on
-// the host after deletion.
+// the guest's boot and uptime; an offline resize the guest sees; a restart that is one
+// clean power cycle; and nothing left on the host after deletion.
 func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	image := guestagent.Image(t)
 	accel, why := guestagent.Accel()
@@ -163,6 +164,18 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	}
 	f.g.Expect(strings.TrimSpace(ga.Exec("/usr/bin/nproc"))).To(Equal("2"))
 	f.g.Expect(guestMemTotalMiB(t, ga)).To(BeNumerically("~", 1536, 160), "MemTotal is the class's memory less the kernel's reserve")
+
+	// A restart (spec.restartRequestedAt) is one power cycle: the guest shuts down on its
+	// own, libvirt starts it again, and it runs another boot.
+	bootID = ga.BootID()
+	f.update(vm, func() { vm.Spec.RestartRequestedAt = &metav1.Time{Time: time.Now()} })
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(vm.Status.Restart.Result).To(Equal(banlieuev1.RestartResultRestarted), "the restart has not ended: %+v", vm.Status.Restart)
+	}, guestBootTimeout)
+	ga.WaitUp(guestBootTimeout)
+	f.g.Expect(ga.BootID()).NotTo(Equal(bootID), "the restart did not boot the guest again")
+	logind = ga.Exec("/usr/bin/journalctl", "-b", "-1", "-o", "cat", "--no-pager", "-t", "systemd-logind")
+	f.g.Expect(logind).To(ContainSubstring("Power key pressed"), "the restart was not the guest's own shutdown")
 
 	// Deleting the VM leaves no domain, overlay or seed; the image is the cache's, untouched.
 	uid := f.machineUIDOf("LibvirtMachine", vm.Name)

@@ -136,4 +136,25 @@ func TestOrphansAreLookedForAtMostEveryScanInterval(t *testing.T) {
 	if res.RequeueAfter != time.Minute {
 		t.Errorf("the Provider is looked at again after %v, want the inventory interval", res.RequeueAfter)
 	}
+
+	// The Provider goes, and its series with it.
+	if err := k8s.Delete(e.ctx, e.provider); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileProvider(r)
+	e.reconcileProvider(r)
+	key := client.ObjectKeyFromObject(e.provider).String()
+	ch := make(chan prometheus.Metric, 1024)
+	go func() { providersdk.ProviderOrphanedVMs.Collect(ch); close(ch) }()
+	for m := range ch {
+		d := &dto.Metric{}
+		if err := m.Write(d); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "provider" && l.GetValue() == key {
+				t.Errorf("banlieue_provider_orphaned_vms still has a series for the deleted Provider %s", key)
+			}
+		}
+	}
 }

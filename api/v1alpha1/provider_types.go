@@ -228,10 +228,55 @@ type ProviderStatus struct {
 	// +kubebuilder:validation:MaxLength=128
 	FailureDomainSummary string `json:"failureDomainSummary,omitempty"`
 
+	// orphans reports the backend VMs that carry a banlieue machine's identity mark but
+	// belong to no machine of the Provider's kind in any namespace, as the provider
+	// controller last found them (every few minutes, for a driver that can list its
+	// marked VMs). It is unset when there are none or the driver cannot list them. It is
+	// a report: nothing deletes these VMs.
+	// +optional
+	Orphans ProviderOrphans `json:"orphans,omitempty,omitzero"`
+
 	// observedGeneration is the generation the provider controller last reconciled.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ProviderOrphans counts a Provider's orphaned backend VMs and names the first of them.
+type ProviderOrphans struct {
+	// count is the number of orphaned VMs found on the backend; orphans is unset when
+	// there is none.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Count int32 `json:"count,omitempty"`
+
+	// vms are the first orphaned VMs, at most 5, by providerID.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=5
+	VMs []OrphanedVM `json:"vms,omitempty"`
+}
+
+// OrphanedVM is one backend VM whose machine is gone.
+type OrphanedVM struct {
+	// providerID is the VM's provider ID, as a machine's spec.providerID would hold it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
+
+	// name is the VM's name on the backend.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// machine is the machine the VM's mark names: <namespace>/<name>/<uid>, or the UID
+	// alone when the mark names no namespace and name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Machine string `json:"machine,omitempty"`
 }
 
 // Provider is one backend instance that VMs can be placed on.

@@ -42,6 +42,17 @@
 // the machine, and its VM, with Ready=False, reason RetainNotSupported, until its
 // deletionPolicy is Delete: a VM is never destroyed against that policy.
 //
+// # Orphan report
+//
+// A Client that is an OrphanLister lists the backend's VMs that carry a machine's
+// identity mark. The Provider controller calls it on its refresh at most every
+// Config.OrphanScanInterval (10 min), counts as orphans the marked VMs whose machine UID
+// no machine of the kind has in any namespace (read from the cache, a machine being
+// deleted included, and confirmed by a live GET of the machine the mark names, when it
+// names one), and writes Provider.status.orphans and the gauge ProviderOrphanedVMs. It
+// only reports; nothing deletes an orphan. The report has no timestamp, so an unchanged
+// one writes nothing.
+//
 // # Provider conditions
 //
 // The Provider controller checks a healthy Provider's backend every

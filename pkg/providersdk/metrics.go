@@ -153,3 +153,27 @@ func recordProviderConditions(key types.NamespacedName, class string, conditions
 func forgetProviderConditions(key types.NamespacedName, class string) {
 	recordProviderConditions(key, class, nil)
 }
+
+// ProviderOrphanedVMs is the number of orphaned VMs a Provider's last orphan scan found
+// (status.orphans.count): backend VMs with a machine's identity mark whose machine no
+// longer exists. One series per Provider of the class, provider being
+// "<namespace>/<name>", at zero when there is none or the driver cannot list its marked
+// VMs, so that the series exists for every Provider; it goes with the Provider.
+var ProviderOrphanedVMs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "banlieue_provider_orphaned_vms",
+	Help: "Backend VMs with a machine's identity mark but no machine, by provider class and Provider.",
+}, []string{"class", "provider"})
+
+func init() { metrics.Registry.MustRegister(ProviderOrphanedVMs) }
+
+// recordProviderOrphans sets ProviderOrphanedVMs for the Provider key of class from its
+// orphan report.
+func recordProviderOrphans(key types.NamespacedName, class string, orphans banlieuev1.ProviderOrphans) {
+	ProviderOrphanedVMs.WithLabelValues(class, key.String()).Set(float64(orphans.Count))
+}
+
+// forgetProviderMetrics drops every series of the Provider key of class.
+func forgetProviderMetrics(key types.NamespacedName, class string) {
+	forgetProviderConditions(key, class)
+	ProviderOrphanedVMs.DeleteLabelValues(class, key.String())
+}

@@ -166,6 +166,44 @@ func (NopReleaser) Release(context.Context, *Machine, Observation) (ReleaseResul
 	return ReleaseResult{}, nil
 }
 
+// OrphanLister is an optional interface of a Client: a backend that can list, in a
+// bounded number of calls, the VMs that carry a banlieue machine's identity mark. The
+// Provider controller calls it at most every Config.OrphanScanInterval and reports, in
+// the Provider's status.orphans and the banlieue_provider_orphaned_vms gauge, the marked
+// VMs whose machine no longer exists. It only reports: nothing is deleted. Without it a
+// Provider reports no orphans.
+type OrphanLister interface {
+	// ListMarked returns the backend's VMs that carry a machine identity mark, whatever
+	// the machine's state. VMs of other Providers' classes are never marked as this
+	// driver's; templates are left out. It never changes the backend.
+	ListMarked(ctx context.Context) ([]MarkedVM, error)
+}
+
+// MarkedVM is one backend VM that carries a machine identity mark.
+type MarkedVM struct {
+	// ProviderID is the VM's provider ID, as Observation.ProviderID reports it.
+	ProviderID string
+	// Name is the VM's name on the backend.
+	Name string
+	// MachineUID is the UID of the machine the mark names.
+	MachineUID types.UID
+	// Machine is the namespace and name of the machine the mark names, when the mark
+	// names them; zero otherwise.
+	Machine types.NamespacedName
+}
+
+// OrphanListerFunc adapts a function to an OrphanLister.
+type OrphanListerFunc func(ctx context.Context) ([]MarkedVM, error)
+
+// ListMarked calls f.
+func (f OrphanListerFunc) ListMarked(ctx context.Context) ([]MarkedVM, error) { return f(ctx) }
+
+// NopOrphanLister is an OrphanLister whose backend has no marked VM.
+type NopOrphanLister struct{}
+
+// ListMarked reports no VM.
+func (NopOrphanLister) ListMarked(context.Context) ([]MarkedVM, error) { return nil, nil }
+
 // inventoryOf reads cl's inventory, or none when cl is no InventoryReader.
 func inventoryOf(ctx context.Context, cl Client) (Inventory, error) {
 	if r, ok := cl.(InventoryReader); ok {

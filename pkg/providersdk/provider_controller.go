@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,6 +50,16 @@ type ProviderReconciler struct {
 	wakeups chan<- event.GenericEvent
 	// checks carries Providers that machines wake (WithProviderChecks); nil when none does.
 	checks <-chan event.GenericEvent
+
+	// orphanScan is how often a Provider's orphaned VMs are looked for (WithOrphanScan);
+	// nil when never.
+	orphanScan *time.Duration
+	// live confirms, uncached, that the machine an orphan's mark names is gone.
+	live client.Reader
+	// mu guards lastScan.
+	mu sync.Mutex
+	// lastScan is when each Provider was last scanned for orphans.
+	lastScan map[types.UID]time.Time
 }
 
 // ProviderOption configures a ProviderReconciler.
@@ -85,7 +96,7 @@ func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersio
 	r := &ProviderReconciler{
 		client: c, class: class, gvk: gvk, sessions: sessions, interval: interval,
 		backoff:  workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](2*time.Second, interval),
-		machines: c,
+		machines: c, live: c, lastScan: map[types.UID]time.Time{},
 	}
 	for _, o := range opts {
 		o(r)
@@ -98,13 +109,13 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	p := &banlieuev1.Provider{}
 	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
-			forgetProviderConditions(req.NamespacedName, r.class)
+			forgetProviderMetrics(req.NamespacedName, r.class)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !r.claims(p) {
 		// Its class may have changed from this one.
-		forgetProviderConditions(req.NamespacedName, r.class)
+		forgetProviderMetrics(req.NamespacedName, r.class)
 		return ctrl.Result{}, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KObj(p)))
@@ -126,6 +137,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		status.ObservedGeneration = p.Generation
 	}
 	recordProviderConditions(req.NamespacedName, r.class, status.Conditions)
+	recordProviderOrphans(req.NamespacedName, r.class, status.Orphans)
 	return res, errors.Join(err, r.patchStatus(ctx, p, status))
 }
 
@@ -177,6 +189,15 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 			// guests only delays addresses until the next refresh.
 			ctrl.LoggerFrom(ctx).Info("Failed to find the guests that report an address", "err", redact.Text(err.Error()))
 		}
+		next, err := r.scanOrphans(ctx, cl, p, status)
+		if err != nil {
+			// The report stays as the last scan made it, and the scan is retried at the
+			// next refresh.
+			ctrl.LoggerFrom(ctx).Info("Failed to look for orphaned VMs", "err", redact.Text(err.Error()))
+		}
+		if next > 0 && next < r.interval {
+			return ctrl.Result{RequeueAfter: next}, nil
+		}
 		return ctrl.Result{RequeueAfter: r.interval}, nil
 	}
 
@@ -224,7 +245,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.Provider) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(p)
 	if !controllerutil.ContainsFinalizer(p, ProviderFinalizer) {
-		forgetProviderConditions(key, r.class)
+		forgetProviderMetrics(key, r.class)
 		return ctrl.Result{}, nil
 	}
 	machines, err := machinesOn(ctx, r.machines, r.gvk, p)
@@ -248,11 +269,12 @@ func (r *ProviderReconciler) reconcileDelete(ctx context.Context, p *banlieuev1.
 	}
 	r.sessions.Forget(ctx, p.UID)
 	r.backoff.Forget(p.UID)
+	r.scanned(p.UID, time.Time{})
 	before := p.DeepCopy()
 	controllerutil.RemoveFinalizer(p, ProviderFinalizer)
 	if err := r.client.Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("failed to remove finalizer: %w", err))
 	}
-	forgetProviderConditions(key, r.class)
+	forgetProviderMetrics(key, r.class)
 	return ctrl.Result{}, nil
 }

@@ -29,6 +29,9 @@ type Config struct {
 	// InventoryInterval is how often a healthy Provider's inventory is read, and, for a
 	// GuestAddressReporter session, its guests' addresses looked for; 1m when zero.
 	InventoryInterval time.Duration
+	// OrphanScanInterval is how often, at most, a healthy Provider whose session is an
+	// OrphanLister is scanned for orphaned VMs; 10m when zero.
+	OrphanScanInterval time.Duration
 	// ImageResync is how often a ready image is checked again; 10m when zero.
 	ImageResync time.Duration
 	// MachineOptions configure the machine Reconciler further.
@@ -112,7 +115,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("failed to set up the %s controller: %w", cfg.MachineKind.Kind, err)
 	}
 	interval := cmp.Or(cfg.InventoryInterval, time.Minute)
-	if err := NewProviderReconciler(mgr.GetClient(), cfg.Class, cfg.MachineKind, sessions, interval, WithMachineWakeups(wakeups), WithProviderChecks(checks)).SetupWithManager(mgr); err != nil {
+	if err := NewProviderReconciler(mgr.GetClient(), cfg.Class, cfg.MachineKind, sessions, interval, WithMachineWakeups(wakeups), WithProviderChecks(checks),
+		WithOrphanScan(cmp.Or(cfg.OrphanScanInterval, 10*time.Minute)), WithAPIReader(mgr.GetAPIReader())).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s Provider controller: %w", cfg.Class, err)
 	}
 	if err := NewImageReconciler(mgr.GetClient(), cfg.Class, sessions, cmp.Or(cfg.ImageResync, 10*time.Minute)).SetupWithManager(mgr); err != nil {

@@ -3,6 +3,9 @@ package vsphere
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 )
 
@@ -48,4 +51,29 @@ func (s *session) vmContainer(ctx context.Context) (vcenter.Ref, error) {
 		return s.vc.RootFolder(), nil
 	}
 	return dc, nil
+}
+
+// ListMarked returns the VMs of the Provider's datacenter (of the whole vCenter when its
+// failure domains span several) whose extraConfig holds a machine UID
+// (ExtraConfigMachineUID), read through one container view in one property collector
+// call. Templates are left out. The mark names no namespace or name: the VM's name,
+// "<namespace>.<name>", may be shortened, so it is not read back as one.
+func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error) {
+	container, err := s.vmContainer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vms, err := s.vc.MarkedVMs(ctx, container)
+	if err != nil {
+		return nil, err
+	}
+	var out []providersdk.MarkedVM
+	for i := range vms {
+		vm := &vms[i]
+		if vm.Identity == "" || vm.Template {
+			continue
+		}
+		out = append(out, providersdk.MarkedVM{ProviderID: providerID(vm), Name: vm.Name, MachineUID: types.UID(vm.Identity)})
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vmware/govmomi/simulator"
@@ -120,5 +121,39 @@ func TestGuestsWithAddressesReportsTheVMsWhoseGuestsHaveOneInOneCall(t *testing.
 	}
 	if o, err = s.Observe(ctx, m); err != nil || len(o.Addresses) == 0 {
 		t.Errorf("Observe = %+v, %v; want the address GuestsWithAddresses saw", o, err)
+	}
+}
+
+func TestListMarkedFindsTheMachinesVMsInOneRead(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	s := connect(t, sim, NewDriver())
+	want := make([]providersdk.MarkedVM, 0, 2)
+	for _, uid := range []string{"0e1d2c3b-1c8a-4a52-9a55-0c3c0b1f0a0a", "7f6e5d4c-1c8a-4a52-9a55-0c3c0b1f0a0b"} {
+		m := newMachine(uid)
+		res, err := afterObserve(s, m, s.Create)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := settle(t, s, m, res.Task)
+		want = append(want, providersdk.MarkedVM{ProviderID: o.ProviderID, Name: vmName(m.Namespace, m.Name), MachineUID: m.UID})
+	}
+	// The second machine goes without its VM being deleted: its VM is still listed,
+	// for the Provider controller to find no machine of that UID.
+	if _, err := s.Inventory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := backendCalls()
+	got, err := s.ListMarked(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The simulator's own VMs and the template carry no mark.
+	less := func(a, b providersdk.MarkedVM) bool { return a.ProviderID < b.ProviderID }
+	if diff := cmp.Diff(want, got, cmpopts.SortSlices(less)); diff != "" {
+		t.Errorf("ListMarked (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]float64{"CreateContainerView": 1, "RetrievePropertiesEx": 1, "DestroyView": 1}, callsSince(before)); diff != "" {
+		t.Errorf("backend calls (-want +got):\n%s", diff)
 	}
 }

@@ -47,6 +47,7 @@ var (
 	_ providersdk.InventoryReader      = (*session)(nil)
 	_ providersdk.ImageResolver        = (*session)(nil)
 	_ providersdk.GuestAddressReporter = (*session)(nil)
+	_ providersdk.OrphanLister         = (*session)(nil)
 )
 
 // parameters are the Provider's spec.parameters this driver reads.

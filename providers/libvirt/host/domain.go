@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/xml"
 	"fmt"
 	"strings"
 
@@ -320,4 +321,50 @@ func containsFold(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// MarkedDomains lists every domain of the host, running or not, and reads banlieue's
+// element of each one's metadata (libvirt's GetMetadata for MetadataNamespace), over one
+// connection: one call to list, then one small call per domain, not the domains' whole
+// XML. It returns the domains that have the element, with Name, UUID and Metadata set.
+// A domain undefined meanwhile is left out.
+func (c *Client) MarkedDomains(ctx context.Context) ([]Domain, error) {
+	var out []Domain
+	err := c.do(ctx, "ListAllDomains", "list the domains' metadata", func(l *libvirt.Libvirt) error {
+		doms, _, err := l.ConnectListAllDomains(1, 0)
+		if err != nil {
+			return err
+		}
+		for _, dom := range doms {
+			x, err := l.DomainGetMetadata(dom, int32(libvirt.DomainMetadataElement), libvirt.OptString{MetadataNamespace}, libvirt.DomainAffectCurrent)
+			switch {
+			case isCode(err, libvirt.ErrNoDomainMetadata), isCode(err, libvirt.ErrNoDomain):
+				continue
+			case err != nil:
+				return err
+			}
+			md, ok := elementMetadata(x)
+			if !ok {
+				continue
+			}
+			out = append(out, Domain{Name: dom.Name, UUID: uuid.UUID(dom.UUID).String(), Metadata: md, ref: dom})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// elementMetadata reads banlieue's element as GetMetadata returns it: without its
+// namespace, which the request named (<machine><uid>…</uid>…</machine>).
+func elementMetadata(x string) (*Metadata, bool) {
+	var el struct {
+		UID       string   `xml:"uid"`
+		Namespace string   `xml:"namespace"`
+		Name      string   `xml:"name"`
+		Volumes   []string `xml:"volume"`
+	}
+	if err := xml.Unmarshal([]byte(x), &el); err != nil {
+		return nil, false
+	}
+	return &Metadata{UID: el.UID, Namespace: el.Namespace, Name: el.Name, Volumes: el.Volumes}, true
 }

@@ -1,0 +1,37 @@
+package libvirt
+
+import (
+	"context"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
+)
+
+var _ providersdk.OrphanLister = (*session)(nil)
+
+// ListMarked returns the host's domains, running or not, whose metadata holds
+// banlieue's element with a machine UID, and the machine's namespace and name as the
+// element names them.
+func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error) {
+	h, err := s.hostInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	doms, err := s.host.MarkedDomains(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []providersdk.MarkedVM
+	for _, d := range doms {
+		if d.Metadata.UID == "" {
+			continue
+		}
+		vm := providersdk.MarkedVM{ProviderID: "libvirt://" + h.idHost + "/" + d.UUID, Name: d.Name, MachineUID: k8stypes.UID(d.Metadata.UID)}
+		if d.Metadata.Name != "" {
+			vm.Machine = k8stypes.NamespacedName{Namespace: d.Metadata.Namespace, Name: d.Metadata.Name}
+		}
+		out = append(out, vm)
+	}
+	return out, nil
+}

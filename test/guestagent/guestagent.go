@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -65,6 +66,8 @@ type Agent struct {
 	virsh  string
 	uri    string
 	domain string
+	// logDir is where the daemon's QEMU driver logs each domain.
+	logDir string
 }
 
 // New is the agent of domain on the daemon; it fails the test without virsh (make test
@@ -75,7 +78,7 @@ func New(tb testing.TB, d *libvirtd.Daemon, domain string) *Agent {
 	if err != nil {
 		tb.Fatal("virsh is not installed; make test installs it (hack/deps.sh)")
 	}
-	return &Agent{t: tb, virsh: virsh, uri: d.QEMUURI(), domain: domain}
+	return &Agent{t: tb, virsh: virsh, uri: d.QEMUURI(), domain: domain, logDir: filepath.Join(d.Dir, "log", "qemu")}
 }
 
 // Try runs one agent command and decodes its "return" into out.
@@ -123,15 +126,19 @@ func (a *Agent) Do(command string, args any, out any) {
 // booted far enough to start it.
 func (a *Agent) WaitUp(timeout time.Duration) {
 	a.t.Helper()
+	console := a.watchConsole()
 	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = a.Try("guest-ping", nil, nil); err == nil {
+			console.stop()
 			return
 		}
 		time.Sleep(time.Second)
 	}
-	a.t.Fatalf("the guest agent of %s did not answer within %s: %v", a.domain, timeout, err)
+	state, _ := exec.Command(a.virsh, "-c", a.uri, "domstate", a.domain, "--reason").CombinedOutput() //nolint:gosec // virsh, the witness
+	a.t.Fatalf("the guest agent of %s did not answer within %s: %v\nthe domain is %s\n%s\n%s",
+		a.domain, timeout, err, strings.TrimSpace(string(state)), a.qemuLogTail(), console.stop())
 }
 
 // Hostname is the guest's host name (guest-get-host-name).

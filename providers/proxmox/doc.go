@@ -103,8 +103,9 @@
 // their storage class's storage; NIC i on interface i's bridge keeping the template's
 // model and MAC, extra template NICs removed; ipconfigN from the interface's IPAM, dhcp
 // or static, and nameserver; the user data's seed CD-ROM, or cicustom; the identity
-// tag), then a resize task per disk to grow, then power. CPU, memory and firmware changes wait for the VM to be stopped
-// (ResizeRequiresPowerOff otherwise); disks only grow (DiskShrinkNotSupported
+// tag), then a resize task per disk to grow, then power. CPU, memory and firmware changes are made while the VM is
+// stopped: asked of a running VM, they wait for its next power cycle (RestartRequired,
+// the VM staying Ready) and the rest of the config is written at once; disks only grow (DiskShrinkNotSupported
 // otherwise).
 //
 // User data reaches the guest through PVE's API alone, as a NoCloud seed: an ISO 9660

@@ -21,6 +21,12 @@ const (
 	// in status.appliedClass) or the VMClass does not exist.
 	VirtualMachineClassAppliedCondition = "ClassApplied"
 
+	// VirtualMachineRestartRequiredCondition mirrors the infrastructure machine's
+	// RestartRequired condition: true while hardware changes (a resize the backend cannot
+	// make as the VM runs) wait for the VM's next restart or power cycle. The VM stays
+	// Ready meanwhile.
+	VirtualMachineRestartRequiredCondition = "RestartRequired"
+
 	// VirtualMachinePausedCondition is true while the VM is left alone: its spec.paused
 	// is true, or its infrastructure machine reports itself paused (its Provider is
 	// paused). It is false otherwise, as Cluster API v1beta2 reports Paused.

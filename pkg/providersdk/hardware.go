@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
 // GiB is a gibibyte in bytes.
@@ -100,13 +101,7 @@ func HardwareDiff(spec infrav1.MachineSpec, have Hardware) []HardwareChange {
 }
 
 // DescribeChanges joins change descriptions for a message: "a", "a and b", "a, b and c".
-func DescribeChanges(changes []HardwareChange) string {
-	parts := make([]string, 0, len(changes))
-	for _, c := range changes {
-		parts = append(parts, c.String())
-	}
-	return JoinPhrases(parts)
-}
+func DescribeChanges(changes []HardwareChange) string { return JoinPhrases(Descriptions(changes)) }
 
 // JoinPhrases joins phrases for a message as a sentence lists them: "a", "a and b",
 // "a, b and c"; "" for none. DescribeChanges uses it; a driver whose message mixes the
@@ -134,4 +129,42 @@ func RefuseShrink(backend string, changes []HardwareChange) error {
 		}
 	}
 	return nil
+}
+
+// WaitsForRestart reports whether a change the backend makes only while the VM is off
+// waits for the VM's next power cycle: the VM is not off (running or suspended), and
+// its machine does not ask for it to be, so the driver will not power it off for the
+// change. Otherwise the driver powers the VM off, when asked to, and makes the change
+// before powering it on again.
+func WaitsForRestart(have, want banlieuev1.PowerState) bool {
+	return have != banlieuev1.PowerStatePoweredOff && want != banlieuev1.PowerStatePoweredOff
+}
+
+// PendingChanges returns the changes that wait for the VM's next power cycle, for
+// Observation.PendingRestart: when WaitsForRestart(have, want), those online reports
+// the backend cannot make now (nil online: none can); none otherwise. A shrink is never
+// pending: it is refused (RefuseShrink).
+func PendingChanges(changes []HardwareChange, have, want banlieuev1.PowerState, online func(HardwareChange) bool) []HardwareChange {
+	if !WaitsForRestart(have, want) {
+		return nil
+	}
+	var out []HardwareChange
+	for _, c := range changes {
+		if c.Kind != ChangeDiskShrink && (online == nil || !online(c)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Descriptions describes each change for Observation.PendingRestart; nil for none.
+func Descriptions(changes []HardwareChange) []string {
+	if len(changes) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(changes))
+	for _, c := range changes {
+		out = append(out, c.String())
+	}
+	return out
 }

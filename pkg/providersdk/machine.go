@@ -165,6 +165,13 @@ type Observation struct {
 	// tell boots apart leaves it empty: its restart requests are then recorded as
 	// Unsupported and the VM is left alone.
 	BootID string
+	// PendingRestart describes, for a person, the hardware changes the backend cannot
+	// make while the VM runs and that wait for its next power cycle (e.g. "CPUs from 2 to
+	// 4"; PendingChanges picks them). The machine stays Ready and says
+	// RestartRequired=True with them; they do not make the VM out of date: UpToDate
+	// leaves them out. While the VM is off, or about to be powered off, nothing is
+	// pending: Update makes the changes then.
+	PendingRestart []string
 	// State is the driver's own record of what Observe read (the VM it found, the
 	// listing it searched). The Reconciler hands it back untouched to the Create,
 	// Update or Delete of the same reconcile and never stores it anywhere.

@@ -35,6 +35,9 @@ type scope struct {
 	// once the reconcile has found out. patchStatus writes the Paused condition from them.
 	pausedBy   string
 	pauseKnown bool
+	// restartRequired is the RestartRequired condition the last observation calls for;
+	// patchStatus sets it, with the generation. nil when the reconcile observed nothing.
+	restartRequired *metav1.Condition
 	// bootstrapFrom is the owning Cluster API Machine, "<namespace>/<name>", when the
 	// machine's user data is that Machine's bootstrap data Secret; "" when it is
 	// spec.userData's.
@@ -72,6 +75,24 @@ func (s *scope) observe(o Observation, task Task) {
 	s.status.FailureDomain = o.FailureDomain
 	s.recordDetails(o.Details)
 	s.setTask(task)
+	s.setRestartRequired(o)
+}
+
+// setRestartRequired records the RestartRequired condition from what the VM found waits
+// for its next power cycle; a machine without a VM has none.
+func (s *scope) setRestartRequired(o Observation) {
+	switch {
+	case !o.Exists:
+		s.restartRequired = nil
+		meta.RemoveStatusCondition(&s.status.Conditions, infrav1.MachineRestartRequiredCondition)
+	case len(o.PendingRestart) > 0:
+		s.restartRequired = &metav1.Condition{Type: infrav1.MachineRestartRequiredCondition, Status: metav1.ConditionTrue,
+			Reason: infrav1.MachineHardwareChangePendingReason, Message: "the VM's next restart applies " + JoinPhrases(o.PendingRestart) +
+				"; set spec.restartRequestedAt, or power the VM off and on again"}
+	default:
+		s.restartRequired = &metav1.Condition{Type: infrav1.MachineRestartRequiredCondition, Status: metav1.ConditionFalse,
+			Reason: infrav1.MachineNoPendingChangeReason}
+	}
 }
 
 // recordDetails keeps the backend's references to the VM for the status block.
@@ -139,6 +160,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope, lock bool) error
 	if s.pauseKnown {
 		// Set last, with the generation a providerID write may have advanced.
 		meta.SetStatusCondition(&s.status.Conditions, pausedCondition(s.pausedBy, s.machine.Generation))
+	}
+	if c := s.restartRequired; c != nil {
+		meta.SetStatusCondition(&s.status.Conditions, condition(c.Type, c.Status, c.Reason, c.Message, s.machine.Generation))
 	}
 	u := s.machine.Object
 	status, _, _ := unstructured.NestedMap(u.Object, "status")

@@ -160,6 +160,7 @@ func TestAPausedMachineOrProviderIsLeftAloneAndSaysSo(t *testing.T) {
 			want = []condition{
 				{infrav1.MachinePausedCondition, "False", infrav1.MachineNotPausedReason, ""},
 				{banlieuev1.ReadyCondition, "True", infrav1.MachineProvisionedReason, ""},
+				{infrav1.MachineRestartRequiredCondition, "False", infrav1.MachineNoPendingChangeReason, ""},
 			}
 			if diff := cmp.Diff(want, conditionsOfMachine(got)); diff != "" {
 				t.Errorf("the unpaused machine's conditions (-want +got):\n%s", diff)

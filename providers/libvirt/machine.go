@@ -132,7 +132,11 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		!m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout) {
 		o.Task = m.Task
 	}
-	o.UpToDate = o.PowerState == m.DesiredPower() && len(providersdk.HardwareDiff(m.Spec, hardware(dom))) == 0
+	// libvirt changes a domain's hardware only while it is shut off (reshape).
+	changes := providersdk.HardwareDiff(m.Spec, hardware(dom))
+	pending := providersdk.PendingChanges(changes, o.PowerState, m.DesiredPower(), nil)
+	o.PendingRestart = providersdk.Descriptions(pending)
+	o.UpToDate = o.PowerState == m.DesiredPower() && len(changes) == len(pending)
 	if o.PowerState == banlieuev1.PowerStatePoweredOn {
 		// A running domain without a boot ID gets one from Update (MarkBoot); Observe
 		// never writes.

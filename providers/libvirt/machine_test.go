@@ -204,6 +204,24 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("a running domain's resize waits for its next power cycle", func(t *testing.T) {
+		if _, err := updateMachine(ctx, s, m); err != nil { // the boot ID of the resumed domain
+			t.Fatal(err)
+		}
+		m.Spec.Hardware.CPUs = 3
+		defer func() { m.Spec.Hardware.CPUs = 2 }()
+		o := mustObserve(t, s, m)
+		if !o.UpToDate || !cmp.Equal(o.PendingRestart, []string{"CPUs from 2 to 3"}) {
+			t.Fatalf("up to date %v, pending %q; want up to date with the CPUs pending", o.UpToDate, o.PendingRestart)
+		}
+		if res, err := s.Update(ctx, m, o); err != nil || res.Task.InFlight() {
+			t.Fatalf("Update = %+v, %v; want nothing done to a running domain", res, err)
+		}
+		if dom := domainOf(mustObserve(t, s, m)); dom.CPUs != 2 {
+			t.Errorf("the running domain has %d CPUs, want 2 until its next power cycle", dom.CPUs)
+		}
+	})
+
 	t.Run("delete leaves no domain and no volume of the machine", func(t *testing.T) {
 		for range 2 { // the second delete finds nothing and succeeds
 			if err := deleteMachine(ctx, s, m); err != nil {

@@ -18,8 +18,8 @@ func hardware(dom *host.Domain) providersdk.Hardware {
 }
 
 // Update brings the domain Observe found in line with the spec: hardware while it is
-// shut off (a running domain is powered off first when the machine asks for that, and
-// refused otherwise), then power. Without a domain there is nothing to update.
+// shut off (a running domain is powered off first when the machine asks for that; its
+// changes wait for its next power cycle otherwise), then power. Without a domain there is nothing to update.
 func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.UpdateResult, error) {
 	dom := domainOf(obs)
 	if dom == nil {
@@ -38,16 +38,11 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 	if err := providersdk.RefuseShrink(backendName, changes); err != nil {
 		return providersdk.UpdateResult{}, err
 	}
-	if len(changes) > 0 {
-		switch {
-		case powerState(dom) == banlieuev1.PowerStatePoweredOff:
-			if err := s.reshape(ctx, m, dom, changes); err != nil {
-				return providersdk.UpdateResult{}, err
-			}
-		case want != banlieuev1.PowerStatePoweredOff:
-			return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineResizeRequiresPowerOffReason,
-				"changing %s needs domain %q shut off; set the VM's desiredPowerState to PoweredOff, then back to %s",
-				providersdk.DescribeChanges(changes), dom.Name, want)
+	// A running domain's changes wait for its next power cycle (Observe reports them
+	// pending); they are made here once it is shut off, before it starts again.
+	if len(changes) > 0 && powerState(dom) == banlieuev1.PowerStatePoweredOff {
+		if err := s.reshape(ctx, m, dom, changes); err != nil {
+			return providersdk.UpdateResult{}, err
 		}
 	}
 	return s.setPower(ctx, m, dom, want)

@@ -123,6 +123,9 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmSta
 	if err != nil && !providersdk.IsPermanent(err) {
 		return providersdk.Observation{}, err
 	}
+	if err == nil && providersdk.WaitsForRestart(power, m.DesiredPower()) {
+		o.PendingRestart = ch.waitForRestart()
+	}
 	// A change PVE cannot make is not up to date either: Update reports why.
 	o.UpToDate = err == nil && ch.empty() && power == m.DesiredPower() && vm.Lock == ""
 	return o, nil

@@ -214,15 +214,27 @@ func TestMachineLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("a running VM asked for more CPUs says it must be powered off", func(t *testing.T) {
+	t.Run("a running VM asked for more CPUs and memory takes them at its next power cycle", func(t *testing.T) {
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
 		converge(t, s, m)
-		m.Spec.Hardware.CPUs = 12
-		_, err := observeUpdate(t, s, m)
-		if msg := wantErr(providersdk.IsPermanent, "changing CPUs from 8 to 12 needs VM", "")(err); msg != "" {
-			t.Error(msg)
+		m.Spec.Hardware.CPUs, m.Spec.Hardware.MemoryMiB = 12, 12288
+		o := converge(t, s, m)
+		if want := []string{"CPUs from 8 to 12", "memory from 8192 MiB to 12288 MiB"}; !o.UpToDate || !cmp.Equal(o.PendingRestart, want) {
+			t.Fatalf("up to date %v, pending %q; want up to date with %q pending", o.UpToDate, o.PendingRestart, want)
 		}
-		m.Spec.Hardware.CPUs = 8
+		if got := pick(theVM(t, sim).Config, "cores", "memory"); got["cores"] != "8" || got["memory"] != "8192" {
+			t.Fatalf("the running VM's config changed to %v before its power cycle", got)
+		}
+		// Powered off, the VM takes the change; powered on again, nothing is pending.
+		for _, power := range []banlieuev1.PowerState{banlieuev1.PowerStatePoweredOff, banlieuev1.PowerStatePoweredOn} {
+			m.Spec.PowerState = power
+			if o := converge(t, s, m); len(o.PendingRestart) > 0 {
+				t.Fatalf("%s: pending %q", power, o.PendingRestart)
+			}
+		}
+		if diff := cmp.Diff(map[string]string{"cores": "12", "memory": "12288"}, pick(theVM(t, sim).Config, "cores", "memory")); diff != "" {
+			t.Errorf("VM config after its power cycle (-want +got):\n%s", diff)
+		}
 	})
 
 	t.Run("Delete stops the VM and destroys it with its disks and snippet", func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 
-	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/pve"
@@ -14,7 +13,7 @@ import (
 
 // Update brings the VM Observe found in line with the spec, one step a call: the
 // config (one synchronous update; changes to CPUs, memory or firmware only while the
-// VM is stopped), then each disk to grow (a resize task), then power (a task). The
+// VM is stopped, and otherwise at its next power cycle), then each disk to grow (a resize task), then power (a task). The
 // reconciler observes after each step and calls again until the VM is up to date.
 func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.UpdateResult, error) {
 	st, err := stateOf(obs, "update")
@@ -30,12 +29,14 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 		return providersdk.UpdateResult{}, err
 	}
 	have, want := st.power, m.DesiredPower()
+	if providersdk.WaitsForRestart(have, want) {
+		// What needs the VM stopped waits for its next power cycle (Observe reports it
+		// pending); the rest of the config is written now.
+		ch.waitForRestart()
+	}
 	if len(ch.set) > 0 || len(ch.del) > 0 {
 		if len(ch.offline) > 0 && have != banlieuev1.PowerStatePoweredOff {
-			if want != banlieuev1.PowerStatePoweredOff {
-				return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineResizeRequiresPowerOffReason,
-					"changing %s needs VM %d stopped; set the VM's desiredPowerState to PoweredOff, then back", providersdk.JoinPhrases(ch.offline), vm.VMID)
-			}
+			// The machine asks for the VM off: it is stopped first.
 			return s.setPower(ctx, vm, have, want)
 		}
 		change := pve.ConfigChange{Set: ch.set, Delete: ch.del, Digest: vm.conf["digest"]}

@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,20 +25,35 @@ type changeSet struct {
 	// set and del are config keys to set and to delete, in one config update.
 	set map[string]any
 	del []string
-	// offline lists the config changes that need the VM stopped, for a message.
-	offline []string
+	// offline maps the config keys that change only while the VM is stopped to a
+	// description of their change, for RestartRequired's message.
+	offline map[string]string
 	// grow maps disk keys to their new size in GiB.
 	grow map[string]int64
 }
 
 func (c changeSet) empty() bool { return len(c.set) == 0 && len(c.del) == 0 && len(c.grow) == 0 }
 
+// waitForRestart takes the changes that need the VM stopped out of c, for its next
+// power cycle, and returns their descriptions, in key order.
+func (c *changeSet) waitForRestart() []string {
+	var pending []string
+	for _, key := range slices.Sorted(maps.Keys(c.offline)) {
+		delete(c.set, key)
+		if what := c.offline[key]; what != "" {
+			pending = append(pending, what)
+		}
+	}
+	c.offline = nil
+	return pending
+}
+
 // changes compares the VM's config to the machine's spec: CPUs, memory and disks as
 // providersdk.HardwareDiff does (disks grown, or added on their storage class's
 // storage; a disk that would shrink is refused), firmware, NICs on their network
 // class's bridge, cloud-init network config and user data, and the identity tag.
 func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error) {
-	c := changeSet{set: map[string]any{}, grow: map[string]int64{}}
+	c := changeSet{set: map[string]any{}, grow: map[string]int64{}, offline: map[string]string{}}
 	conf := vm.conf
 	disks := conf.DiskKeys()
 	hw := providersdk.HardwareDiff(m.Spec, hardware(conf, disks))
@@ -46,7 +62,7 @@ func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error
 	}
 	setOffline := func(key string, val any, what string) {
 		c.set[key] = val
-		c.offline = append(c.offline, what)
+		c.offline[key] = what
 	}
 	for _, h := range hw {
 		switch h.Kind {
@@ -54,6 +70,7 @@ func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error
 			setOffline("cores", int(h.To), h.String())
 			if conf["sockets"] != "" && conf["sockets"] != "1" {
 				c.set["sockets"] = 1
+				c.offline["sockets"] = "" // part of the CPUs' change
 			}
 		case providersdk.ChangeMemory:
 			setOffline("memory", strconv.FormatInt(h.To, 10), h.String())

@@ -64,7 +64,10 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vcent
 	}
 	o.WaitingForGuest = o.PowerState == banlieuev1.PowerStatePoweredOn && len(o.Addresses) == 0
 	o.FailureDomain = s.domainOfHost(ctx, vm.Host)
-	o.UpToDate = o.PowerState == m.DesiredPower() && len(providersdk.HardwareDiff(m.Spec, hardware(vm))) == 0
+	changes := providersdk.HardwareDiff(m.Spec, hardware(vm))
+	pending := providersdk.PendingChanges(changes, o.PowerState, m.DesiredPower(), func(c providersdk.HardwareChange) bool { return onlineChange(vm, c) })
+	o.PendingRestart = providersdk.Descriptions(pending)
+	o.UpToDate = o.PowerState == m.DesiredPower() && len(changes) == len(pending)
 	return o
 }
 

@@ -230,15 +230,35 @@ func TestMachineLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("a CPU change on a running VM without hot-add asks for a power off", func(t *testing.T) {
+	t.Run("a CPU change on a running VM without hot-add waits for its next power cycle", func(t *testing.T) {
 		m.Spec.Hardware.CPUs = 8
-		defer func() { m.Spec.Hardware.CPUs = 2 }()
-		_, err := afterObserve(s, m, s.Update)
-		if msg := wantErr(providersdk.IsPermanent, "changing CPUs from 2 to 8 needs VM \"team-a.web-5b0e7d0e\" powered off", "")(err); msg != "" {
-			t.Fatal(msg)
+		o, err := s.Observe(ctx, m)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if reason := permanentReason(err); reason != infrav1.MachineResizeRequiresPowerOffReason {
-			t.Errorf("reason %q, want %q", reason, infrav1.MachineResizeRequiresPowerOffReason)
+		if !o.UpToDate || !cmp.Equal(o.PendingRestart, []string{"CPUs from 2 to 8"}) {
+			t.Fatalf("up to date %v, pending %q; want up to date with the CPUs pending", o.UpToDate, o.PendingRestart)
+		}
+		if res, err := s.Update(ctx, m, o); err != nil || res.Task.InFlight() {
+			t.Fatalf("Update = %+v, %v; want nothing done", res, err)
+		}
+		if n := theVM(t, sim, uid).Config.Hardware.NumCPU; n != 2 {
+			t.Fatalf("the running VM has %d CPUs, want 2 until it is powered off", n)
+		}
+
+		// Powered off, the VM takes the change; powered on again, nothing is pending.
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+		for _, step := range []string{"power off", "reconfigure"} {
+			if o := update(t, s, m); len(o.PendingRestart) > 0 {
+				t.Fatalf("after %s: pending %q while the VM is to be off", step, o.PendingRestart)
+			}
+		}
+		if n := theVM(t, sim, uid).Config.Hardware.NumCPU; n != 8 {
+			t.Fatalf("the powered-off VM has %d CPUs, want 8", n)
+		}
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+		if o := update(t, s, m); !o.UpToDate || len(o.PendingRestart) > 0 {
+			t.Errorf("after power-on: up to date %v, pending %q", o.UpToDate, o.PendingRestart)
 		}
 	})
 
@@ -321,14 +341,6 @@ func updateExpecting(t *testing.T, s *session, m *providersdk.Machine, prefix st
 		t.Fatalf("Update task %q, want one starting with %q", res.Task.Ref, prefix)
 	}
 	return settle(t, s, m, res.Task)
-}
-
-func permanentReason(err error) string {
-	var p *providersdk.PermanentError
-	if !errors.As(err, &p) {
-		return ""
-	}
-	return p.Reason
 }
 
 func portGroupName(t *testing.T, sim *vspheretest.Simulator, key string) string {

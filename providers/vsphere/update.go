@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
@@ -26,42 +25,34 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 	if err := providersdk.RefuseShrink(backendName, changes); err != nil {
 		return providersdk.UpdateResult{}, err
 	}
-	var online, offline []providersdk.HardwareChange
-	for _, c := range changes {
-		if onlineChange(vm, c) {
-			online = append(online, c)
-		} else {
-			offline = append(offline, c)
-		}
-	}
 	if len(changes) > 0 {
 		switch vm.Power {
 		case vcenter.PoweredOff:
 			return s.reconfigure(ctx, m, vm, changes)
 		case vcenter.PoweredOn:
+			// What vSphere cannot change as the VM runs waits for its next power cycle
+			// (Observe reports it pending), or for the power-off the machine asks for.
+			var online []providersdk.HardwareChange
+			for _, c := range changes {
+				if onlineChange(vm, c) {
+					online = append(online, c)
+				}
+			}
 			if len(online) > 0 {
 				return s.reconfigure(ctx, m, vm, online)
-			}
-			if want == banlieuev1.PowerStatePoweredOn {
-				return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineResizeRequiresPowerOffReason,
-					"changing %s needs VM %q powered off (CPU or memory hot-add is off, or the change is a decrease); "+
-						"set the VM's desiredPowerState to PoweredOff, then back to PoweredOn", providersdk.DescribeChanges(offline), vm.Name)
-			}
-		case vcenter.Suspended:
-			if want == banlieuev1.PowerStateSuspended {
-				return providersdk.UpdateResult{}, providersdk.Permanent(infrav1.MachineResizeRequiresPowerOffReason,
-					"changing %s needs VM %q powered off, and it is suspended; "+
-						"set the VM's desiredPowerState to PoweredOff, then back to Suspended", providersdk.DescribeChanges(offline), vm.Name)
 			}
 		}
 	}
 	return s.setPower(ctx, m, vm, want)
 }
 
-// onlineChange reports whether vSphere makes c while the VM runs: CPUs and memory are
-// hot-added when the VM allows it and the change is an increase; disks grow and are
-// added online.
+// onlineChange reports whether vSphere makes c now: only while the VM runs (a suspended
+// VM changes nothing), CPUs and memory are hot-added when the VM allows it and the
+// change is an increase; disks grow and are added online.
 func onlineChange(vm *vcenter.VM, c providersdk.HardwareChange) bool {
+	if vm.Power != vcenter.PoweredOn {
+		return false
+	}
 	switch c.Kind {
 	case providersdk.ChangeCPUs:
 		return c.Increase() && vm.CPUHotAdd

@@ -165,8 +165,19 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	f.g.Expect(strings.TrimSpace(ga.Exec("/usr/bin/nproc"))).To(Equal("2"))
 	f.g.Expect(guestMemTotalMiB(t, ga)).To(BeNumerically("~", 1536, 160), "MemTotal is the class's memory less the kernel's reserve")
 
+	// The class grows to 2 GiB while the guest runs: libvirt changes a domain's memory
+	// only while it is shut off, so the change waits for the next restart, and the VM
+	// stays Ready and says so.
+	f.update(class, func() { class.Spec.Hardware.MemoryMiB = 2048 })
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("True/HardwareChangePending: the VM's next restart applies " +
+			"memory from 1536 MiB to 2048 MiB; set spec.restartRequestedAt, or power the VM off and on again"))
+		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
+	}, time.Minute)
+	f.g.Expect(guestagent.DomInfo(t, d, domain)).To(MatchRegexp(`Max memory:\s+1572864 KiB`), "the running domain was changed")
+
 	// A restart (spec.restartRequestedAt) is one power cycle: the guest shuts down on its
-	// own, libvirt starts it again, and it runs another boot.
+	// own, libvirt starts it again with the pending memory, and it runs another boot.
 	bootID = ga.BootID()
 	f.update(vm, func() { vm.Spec.RestartRequestedAt = &metav1.Time{Time: time.Now()} })
 	f.eventually(vm, func(g Gomega) {
@@ -176,6 +187,10 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	f.g.Expect(ga.BootID()).NotTo(Equal(bootID), "the restart did not boot the guest again")
 	logind = ga.Exec("/usr/bin/journalctl", "-b", "-1", "-o", "cat", "--no-pager", "-t", "systemd-logind")
 	f.g.Expect(logind).To(ContainSubstring("Power key pressed"), "the restart was not the guest's own shutdown")
+	f.g.Expect(guestMemTotalMiB(t, ga)).To(BeNumerically("~", 2048, 160), "the restart did not apply the pending memory")
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("False/NoPendingChange: "))
+	}, time.Minute)
 
 	// Deleting the VM leaves no domain, overlay or seed; the image is the cache's, untouched.
 	uid := f.machineUIDOf("LibvirtMachine", vm.Name)

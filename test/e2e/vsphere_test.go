@@ -124,11 +124,20 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
 	}, 30*time.Second)
 
-	// Running, a CPU change that vSphere cannot make live says what to do.
+	// Running, a CPU change that vSphere cannot make live waits for the VM's next
+	// restart: the VM stays Ready and says so, and the restart makes it.
 	f.update(class, func() { class.Spec.Hardware.CPUs = 8 })
 	f.eventually(vm, func(g Gomega) {
-		g.Expect(conditionOf(vm.Status.Conditions, "InfrastructureReady")).To(HavePrefix("False/ResizeRequiresPowerOff: "))
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(HavePrefix("True/HardwareChangePending: the VM's next restart applies CPUs from 4 to 8;"))
+		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
 	}, 30*time.Second)
+	f.g.Expect(simVM(f.g, vs, uid).Config.Hardware.NumCPU).To(BeEquivalentTo(4), "the running VM was reconfigured")
+	f.update(vm, func() { vm.Spec.RestartRequestedAt = &metav1.Time{Time: time.Now()} })
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(vm.Status.Restart.Result).To(Equal(banlieuev1.RestartResultRestarted))
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("False/NoPendingChange: "))
+	}, 60*time.Second)
+	f.g.Expect(simVM(f.g, vs, uid).Config.Hardware.NumCPU).To(BeEquivalentTo(8), "the restart did not apply the pending CPUs")
 
 	// Deleting the VM leaves nothing on vCenter.
 	f.g.Expect(k8s.Delete(f.ctx, vm)).To(Succeed())

@@ -46,6 +46,9 @@ type VM struct {
 	Starts int
 	// PowerOffs counts the VM's power-offs.
 	PowerOffs int
+	// CPUs is the VM's CPU count: the machine's at creation, changed to the machine's
+	// only while the VM is off, as on a backend without hot-add.
+	CPUs int32
 }
 
 // BootID is the VM's boot ID as Observe reports it: "" unless it runs.
@@ -135,14 +138,20 @@ func (s *session) Observe(_ context.Context, m *providersdk.Machine) (providersd
 	if s.holdReady {
 		return providersdk.Observation{Exists: true, UpToDate: true, ProviderID: vm.ProviderID, Task: cloneTask(m)}, nil
 	}
+	var changes []providersdk.HardwareChange
+	if cpus := m.Spec.Hardware.CPUs; cpus > 0 && cpus != vm.CPUs {
+		changes = append(changes, providersdk.HardwareChange{Kind: providersdk.ChangeCPUs, Disk: -1, From: int64(vm.CPUs), To: int64(cpus)})
+	}
+	pending := providersdk.PendingChanges(changes, vm.PowerState, m.Spec.PowerState, nil)
 	return providersdk.Observation{
-		Exists:        true,
-		UpToDate:      vm.PowerState == m.Spec.PowerState,
-		ProviderID:    vm.ProviderID,
-		Addresses:     []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: Address}},
-		PowerState:    vm.PowerState,
-		FailureDomain: vm.FailureDomain,
-		BootID:        vm.BootID(),
+		Exists:         true,
+		UpToDate:       vm.PowerState == m.Spec.PowerState && len(changes) == len(pending),
+		PendingRestart: providersdk.Descriptions(pending),
+		ProviderID:     vm.ProviderID,
+		Addresses:      []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: Address}},
+		PowerState:     vm.PowerState,
+		FailureDomain:  vm.FailureDomain,
+		BootID:         vm.BootID(),
 	}, nil
 }
 
@@ -155,7 +164,7 @@ func (s *session) Create(_ context.Context, m *providersdk.Machine, _ providersd
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.vms[m.UID]; !ok {
-		vm := VM{ProviderID: "test://" + string(m.UID), PowerState: banlieuev1.PowerStatePoweredOff, FailureDomain: m.Spec.FailureDomain}
+		vm := VM{ProviderID: "test://" + string(m.UID), PowerState: banlieuev1.PowerStatePoweredOff, FailureDomain: m.Spec.FailureDomain, CPUs: m.Spec.Hardware.CPUs}
 		vm.setPower(m.Spec.PowerState)
 		d.vms[m.UID] = vm
 		d.creates++
@@ -166,12 +175,16 @@ func (s *session) Create(_ context.Context, m *providersdk.Machine, _ providersd
 	return providersdk.CreateResult{}, nil
 }
 
-// Update sets the VM's power state to the machine's.
+// Update sets the VM's CPUs to the machine's while the VM is off, then its power state
+// to the machine's.
 func (s *session) Update(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.UpdateResult, error) {
 	d := s.driver
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if vm, ok := d.vms[m.UID]; ok {
+		if vm.PowerState == banlieuev1.PowerStatePoweredOff && m.Spec.Hardware.CPUs > 0 {
+			vm.CPUs = m.Spec.Hardware.CPUs
+		}
 		vm.setPower(m.Spec.PowerState)
 		d.vms[m.UID] = vm
 	}

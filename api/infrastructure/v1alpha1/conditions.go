@@ -7,6 +7,22 @@ const (
 	// spec.paused is true, or its Cluster API Cluster is paused (spec.paused or the
 	// cluster.x-k8s.io/paused annotation). It is False otherwise, as Cluster API v1beta2 reports it.
 	MachinePausedCondition = "Paused"
+
+	// MachineRestartRequiredCondition is True while hardware changes the backend cannot
+	// make as the VM runs wait for its next power cycle (a restart through
+	// spec.restartRequestedAt, or a power-off and power-on); the message lists them. The
+	// VM stays Ready meanwhile. It is False when no change waits.
+	MachineRestartRequiredCondition = "RestartRequired"
+)
+
+// Reasons of an infrastructure machine's RestartRequired condition.
+const (
+	// MachineHardwareChangePendingReason: CPUs, memory or disks differ from the spec in a
+	// way the backend applies only while the VM is off; the message says which.
+	MachineHardwareChangePendingReason = "HardwareChangePending"
+
+	// MachineNoPendingChangeReason: nothing waits for a power cycle.
+	MachineNoPendingChangeReason = "NoPendingChange"
 )
 
 // Reasons of an infrastructure machine's Paused condition.
@@ -81,6 +97,10 @@ const (
 
 	// MachineResizeRequiresPowerOffReason: the backend can change the VM's CPUs or memory
 	// only while it is powered off; the message says how to proceed.
+	//
+	// Deprecated: no built-in driver sets it since RestartRequired: a change that waits
+	// for the VM's next power cycle leaves the machine Ready and says so in
+	// MachineRestartRequiredCondition.
 	MachineResizeRequiresPowerOffReason = "ResizeRequiresPowerOff"
 
 	// MachineDiskShrinkNotSupportedReason: a disk was asked to shrink, which no backend does.

@@ -380,3 +380,45 @@ func TestCheckResize(t *testing.T) {
 		})
 	}
 }
+
+func TestAResizeTheBackendCannotMakeOnlineWaitsForTheNextRestartAndTheVMStaysReady(t *testing.T) {
+	f := newFixture(t)
+	small, image := f.class("small"), f.image("i")
+	big := f.class("big", builder.WithHardware(4, 8192))
+	f.provider("p1", nil)
+	vm := f.vm("web", small, image)
+	f.running("web")
+	uid := f.machine("web").UID
+	before, _ := backend.VM(uid)
+
+	// The test backend changes CPUs only while the VM is off: the running VM keeps its
+	// CPUs, says what its next restart applies, and stays Ready.
+	f.update(vm, func() { vm.Spec.ClassRef.Name = big.Name })
+	f.eventuallyVM("web", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		rr := condition(vm, banlieuev1.VirtualMachineRestartRequiredCondition)
+		g.Expect(rr).NotTo(BeNil())
+		g.Expect(rr.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(rr.Reason).To(Equal(infrav1.MachineHardwareChangePendingReason))
+		g.Expect(rr.Message).To(Equal(fmt.Sprintf("the VM's next restart applies CPUs from %d to 4; set spec.restartRequestedAt, or power the VM off and on again", before.CPUs)))
+		g.Expect(condition(vm, banlieuev1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
+	if got, _ := backend.VM(uid); got.CPUs != before.CPUs || got.Starts != before.Starts {
+		t.Fatalf("the running VM was changed before its restart: %+v, was %+v", got, before)
+	}
+
+	// One restart applies the change: one power cycle, and nothing waits any more.
+	at := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	f.update(vm, func() { vm.Spec.RestartRequestedAt = &at })
+	f.eventuallyVM("web", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Restart.Result).To(Equal(banlieuev1.RestartResultRestarted))
+		rr := condition(vm, banlieuev1.VirtualMachineRestartRequiredCondition)
+		g.Expect(rr).NotTo(BeNil())
+		g.Expect(rr.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(rr.Reason).To(Equal(infrav1.MachineNoPendingChangeReason))
+	})
+	got, _ := backend.VM(uid)
+	if got.CPUs != 4 || got.Starts != before.Starts+1 || got.PowerOffs != before.PowerOffs+1 {
+		t.Fatalf("after the restart the VM is %+v; want 4 CPUs after one power cycle from %+v", got, before)
+	}
+}

@@ -518,6 +518,13 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	if p := meta.FindStatusCondition(status.Conditions, infrav1.MachinePausedCondition); p != nil && p.Status == metav1.ConditionTrue {
 		s.machinePaused = p
 	}
+	// A resize the backend makes only at the next power cycle: the VM says so, and stays
+	// Ready.
+	if rr := meta.FindStatusCondition(status.Conditions, infrav1.MachineRestartRequiredCondition); rr != nil {
+		setCondition(vm, banlieuev1.VirtualMachineRestartRequiredCondition, rr.Status == metav1.ConditionTrue, rr.Reason, rr.Message)
+	} else {
+		meta.RemoveStatusCondition(&vm.Status.Conditions, banlieuev1.VirtualMachineRestartRequiredCondition)
+	}
 	c := meta.FindStatusCondition(status.Conditions, banlieuev1.ReadyCondition)
 	switch cur := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition); {
 	case keepsProgress(cur, c):

@@ -56,7 +56,8 @@ type Backend struct {
 // first one made; delete of a missing VM succeeds and leaves nothing; observe never
 // changes the backend; a VM of another identity is never touched; the typed errors:
 // unreachable, unauthorized, permanent, in flight; the boot ID changes on a power
-// cycle only; and, for a Releaser, that Release leaves the VM as it was, without the
+// cycle only; a resize the VM cannot take while it runs waits for its power cycle,
+// which makes it across crashes; and, for a Releaser, that Release leaves the VM as it was, without the
 // machine's marks, also across a restart.
 func Run(t *testing.T, b Backend) {
 	t.Helper()
@@ -74,6 +75,53 @@ func Run(t *testing.T, b Backend) {
 	t.Run("a task in flight is reported, and the VM exists meanwhile", b.taskInFlightIsReported)
 	t.Run("release leaves the VM running and unmarked, also across a crash", b.releaseLeavesTheVM)
 	t.Run("the boot ID changes on a power cycle, not on an observe", b.bootIDChangesOnAPowerCycle)
+	t.Run("a resize of a running VM waits for its power cycle, which makes it across crashes", b.resizeWaitsForThePowerCycle)
+}
+
+// resizeWaitsForThePowerCycle checks a change a driver cannot make while the VM runs:
+// one CPU less, which no backend removes online. Observe reports it in PendingRestart
+// and the VM up to date, and Update leaves the backend as it was. Then the power cycle a
+// restart is, with the provider killed after the first step of each half (the task it
+// started never recorded, its session gone): the VM takes the change, and once it runs
+// again nothing is pending and it is still one VM.
+func (b *Backend) resizeWaitsForThePowerCycle(t *testing.T) {
+	cl := b.connect(t)
+	m := b.NewMachine(t)
+	t.Cleanup(func() { b.remove(t, b.connect(t), m) })
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+	m.Spec.Hardware.CPUs = max(m.Spec.Hardware.CPUs, 2)
+	b.converge(t, cl, m)
+
+	m.Spec.Hardware.CPUs--
+	before := b.Snapshot(t)
+	obs := b.observe(t, cl, m)
+	if !obs.UpToDate || len(obs.PendingRestart) == 0 {
+		t.Fatalf("a running VM with one CPU too many: up to date %v, pending %q; want up to date with the change pending", obs.UpToDate, obs.PendingRestart)
+	}
+	if res, err := cl.Update(b.ctx(t), m, obs); err != nil || res.Task.InFlight() {
+		t.Fatalf("Update of a running VM whose change waits = %+v, %v; want nothing done", res, err)
+	}
+	if after := b.Snapshot(t); after != before {
+		t.Errorf("Update changed a running VM whose change waits for its power cycle:\nbefore: %s\nafter:  %s", before, after)
+	}
+
+	for _, power := range []banlieuev1.PowerState{banlieuev1.PowerStatePoweredOff, banlieuev1.PowerStatePoweredOn} {
+		m.Spec.PowerState = power
+		dying := b.connect(t)
+		if obs := b.observe(t, dying, m); !obs.UpToDate {
+			if _, err := dying.Update(b.ctx(t), m, obs); err != nil && !providersdk.IsInFlight(err) {
+				t.Fatalf("Update to %s: %v", power, err)
+			}
+		}
+		m.Task = providersdk.Task{}
+		b.converge(t, b.connect(t), m)
+	}
+	if obs := b.observe(t, cl, m); !obs.UpToDate || len(obs.PendingRestart) > 0 {
+		t.Errorf("after the power cycle: up to date %v, pending %q; want the change made", obs.UpToDate, obs.PendingRestart)
+	}
+	if n := b.Count(t, m); n != 1 {
+		t.Errorf("the backend holds %d VMs of the machine after a resize across crashes, want 1", n)
+	}
 }
 
 func (b *Backend) releaseLeavesTheVM(t *testing.T) {
@@ -341,7 +389,7 @@ var errTimeout = errors.New("timed out")
 // progress: a Permanent one, say.
 func (b *Backend) tryConverge(t *testing.T, cl providersdk.Client, m *providersdk.Machine) error {
 	t.Helper()
-	return b.loop(t, func(ctx context.Context) (bool, error) {
+	return b.loop(t, m, func(ctx context.Context) (bool, error) {
 		obs, err := cl.Observe(ctx, m)
 		if err != nil {
 			return false, err
@@ -380,7 +428,7 @@ func (b *Backend) tryRemove(t *testing.T, cl providersdk.Client, m *providersdk.
 func (b *Backend) untilGone(t *testing.T, cl providersdk.Client, m *providersdk.Machine,
 	act func(context.Context, providersdk.Observation) (providersdk.Task, error)) error {
 	t.Helper()
-	return b.loop(t, func(ctx context.Context) (bool, error) {
+	return b.loop(t, m, func(ctx context.Context) (bool, error) {
 		obs, err := cl.Observe(ctx, m)
 		switch {
 		case err != nil:
@@ -399,8 +447,9 @@ func (b *Backend) untilGone(t *testing.T, cl providersdk.Client, m *providersdk.
 }
 
 // loop runs step until it reports done, waiting a little between steps while a task is
-// in flight, and retrying the errors the SDK retries (in flight, a failed task).
-func (b *Backend) loop(t *testing.T, step func(ctx context.Context) (bool, error)) error {
+// in flight, and retrying the errors the SDK retries (in flight, a failed task, which
+// the SDK forgets from m's status.task as it is done with it).
+func (b *Backend) loop(t *testing.T, m *providersdk.Machine, step func(ctx context.Context) (bool, error)) error {
 	t.Helper()
 	deadline := time.Now().Add(b.Timeout)
 	for time.Now().Before(deadline) {
@@ -414,6 +463,7 @@ func (b *Backend) loop(t *testing.T, step func(ctx context.Context) (bool, error
 		case err == nil, providersdk.IsInFlight(err):
 		case errors.As(err, &failed):
 			t.Logf("a backend task failed and is retried, as the SDK does: %v", err)
+			record(m, providersdk.Task{})
 		default:
 			return err
 		}

@@ -74,6 +74,12 @@ func (b *bench) report() string {
 		d := b.directByClass[be.class]
 		fmt.Fprintf(&w, "| — %s, %d VMs%s | %s | %s | %s |\n", be.class, be.vms, cond(be.powerOff, " (PoweredOff)", ""), secs(b.readyBy[be.class]), b.directCell(d), b.ratio(b.readyBy[be.class], d))
 	}
+	fmt.Fprintf(&w, "| each VM, created → Ready: p50 / p95 / p99 | %s | | |\n", quantiles(b.latencies[""]))
+	for _, be := range b.backends {
+		if be.vms > 0 {
+			fmt.Fprintf(&w, "| — %s | %s | | |\n", be.class, quantiles(b.latencies[be.class]))
+		}
+	}
 	fmt.Fprintf(&w, "| all deleted (from the delete) | %s | | |\n", secs(b.deletedAt))
 	fmt.Fprintf(&w, "| Kubernetes API writes per VM, create → Ready (core + providers) | %.2f (core %.2f, providers %.2f) | | |\n",
 		(coreCreate+provCreate)/n, coreCreate/n, provCreate/n)
@@ -243,4 +249,9 @@ func cond[T any](c bool, a, b T) T {
 		return a
 	}
 	return b
+}
+
+// quantiles formats the p50, p95 and p99 of ds for a table cell.
+func quantiles(ds []time.Duration) string {
+	return fmt.Sprintf("%s / %s / %s", secs(percentile(ds, 50)), secs(percentile(ds, 95)), secs(percentile(ds, 99)))
 }

@@ -74,6 +74,9 @@ type bench struct {
 	before, ready, settled, idle, deleted *snapshot
 	readyAt, deletedAt                    time.Duration
 	readyBy                               map[string]time.Duration // by backend class
+	// latencies are the VMs' times from creation to Ready, by backend class and, under
+	// "", all of them.
+	latencies map[string][]time.Duration
 	direct                                time.Duration
 	directByClass                         map[string]time.Duration
 	machine                               machine
@@ -337,6 +340,7 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 	b.readyAt = time.Since(start)
 	b.readyBy = b.tracker.lastReadyBy(start)
+	b.latencies = b.tracker.latencies()
 	if b.ready, err = b.snapshot(ctx); err != nil {
 		return err
 	}

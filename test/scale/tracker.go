@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 type tracker struct {
 	mu      sync.Mutex
 	backend map[string]string    // VM key → its backend label, for every VM that exists
+	seen    map[string]time.Time // VM key → when the watch first showed it: its creation
 	ready   map[string]time.Time // VM key → when it was first seen Ready
 }
 
@@ -34,7 +37,7 @@ func startTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, fmt.Errorf("failed to watch the VMs: %w", err)
 	}
-	t := &tracker{backend: map[string]string{}, ready: map[string]time.Time{}}
+	t := &tracker{backend: map[string]string{}, seen: map[string]time.Time{}, ready: map[string]time.Time{}}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    t.observe,
 		UpdateFunc: func(_, obj any) { t.observe(obj) },
@@ -58,8 +61,12 @@ func (t *tracker) observe(obj any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.backend[key] = vm.Labels[backendLabel]
+	now := time.Now()
+	if _, ok := t.seen[key]; !ok {
+		t.seen[key] = now
+	}
 	if _, seen := t.ready[key]; !seen && meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.ReadyCondition) {
-		t.ready[key] = time.Now()
+		t.ready[key] = now
 	}
 }
 
@@ -97,6 +104,31 @@ func (t *tracker) lastReadyBy(start time.Time) map[string]time.Duration {
 		last[be] = max(last[be], at.Sub(start))
 	}
 	return last
+}
+
+// latencies are the VMs' times from creation (first seen in the watch) to Ready, by
+// backend, and for all of them under "".
+func (t *tracker) latencies() map[string][]time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string][]time.Duration{}
+	for key, at := range t.ready {
+		d := at.Sub(t.seen[key])
+		out[""] = append(out[""], d)
+		out[t.backend[key]] = append(out[t.backend[key]], d)
+	}
+	return out
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of ds; 0 for none.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 // stallTimeout ends a wait in which no VM made progress for this long: the run is stuck

@@ -237,7 +237,7 @@ func essentials(g *WithT, objs []*unstructured.Unstructured) map[string]any {
 		out[key(b, "RoleBinding")] = binding{RoleRef: b.RoleRef, Subjects: sortSubjects(b.Subjects)}
 	}
 	type container struct {
-		Image, Args, Ports, Resources, SecurityContext, Probes, VolumeMounts any
+		Image, Args, Env, Ports, Resources, SecurityContext, Probes, VolumeMounts any
 	}
 	type pod struct {
 		Replicas, ServiceAccountName, SecurityContext, Volumes any
@@ -248,7 +248,7 @@ func essentials(g *WithT, objs []*unstructured.Unstructured) map[string]any {
 		p := pod{Replicas: d.Spec.Replicas, ServiceAccountName: spec.ServiceAccountName, SecurityContext: spec.SecurityContext, Volumes: spec.Volumes}
 		for _, c := range spec.Containers {
 			p.Containers = append(p.Containers, container{
-				Image: c.Image, Args: c.Args, Ports: c.Ports, Resources: c.Resources, SecurityContext: c.SecurityContext,
+				Image: c.Image, Args: c.Args, Env: c.Env, Ports: c.Ports, Resources: c.Resources, SecurityContext: c.SecurityContext,
 				Probes: []any{c.LivenessProbe, c.ReadinessProbe}, VolumeMounts: c.VolumeMounts,
 			})
 		}

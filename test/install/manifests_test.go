@@ -81,6 +81,9 @@ func TestEachBinaryRunsLockedDownWithItsOwnIdentity(t *testing.T) {
 				g.Expect(c.Resources.Requests).To(HaveKey(r))
 				g.Expect(c.Resources.Limits).To(HaveKey(r))
 			}
+			// The Go runtime's soft memory limit is the container's limit, in bytes.
+			g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{
+				ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}))
 
 			// The metrics Service selects this Deployment's pods, and only them.
 			services := typed[corev1.Service](g, objs, "Service")

@@ -172,6 +172,12 @@ spec:
             httpGet: { path: /readyz, port: probes }
             initialDelaySeconds: 5
             periodSeconds: 10
+          # The Go runtime collects garbage harder as the heap nears the container's memory
+          # limit, instead of the pod being killed for it.
+          env:
+            - name: GOMEMLIMIT
+              valueFrom:
+                resourceFieldRef: { resource: limits.memory }
           resources:
             {{- toYaml .values.resources | nindent 12 }}
           securityContext:

@@ -173,16 +173,20 @@ func (c *memSession) Observe(_ context.Context, m *providersdk.Machine) (provide
 		// Each power-on is a new boot, with an ID of its own: what restarts count by.
 		power, bootID = banlieuev1.PowerStatePoweredOn, fmt.Sprintf("%s-boot-%d", vm.id, vm.boots)
 	}
+	// memcloud adds CPUs and memory to a running VM; a decrease waits for its next
+	// power cycle, which the machine reports with RestartRequired while it stays Ready.
 	changes := providersdk.HardwareDiff(m.Spec, providersdk.Hardware{CPUs: vm.cpus, MemoryMiB: vm.memoryMiB})
+	pending := providersdk.PendingChanges(changes, power, m.DesiredPower(), providersdk.HardwareChange.Increase)
 	return providersdk.Observation{
-		Exists:        true,
-		UpToDate:      len(changes) == 0 && power == m.DesiredPower(),
-		ProviderID:    "memcloud://" + vm.id,
-		PowerState:    power,
-		FailureDomain: "rack-1",
-		Details:       MemcloudMachineStatus{VMID: vm.id},
-		State:         vm,
-		BootID:        bootID,
+		Exists:         true,
+		UpToDate:       len(changes) == len(pending) && power == m.DesiredPower(),
+		ProviderID:     "memcloud://" + vm.id,
+		PowerState:     power,
+		FailureDomain:  "rack-1",
+		Details:        MemcloudMachineStatus{VMID: vm.id},
+		State:          vm,
+		BootID:         bootID,
+		PendingRestart: providersdk.Descriptions(pending),
 	}, nil
 }
 
@@ -234,7 +238,13 @@ func (c *memSession) Update(_ context.Context, m *providersdk.Machine, obs provi
 	}
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
-	vm.cpus, vm.memoryMiB = m.Spec.Hardware.CPUs, m.Spec.Hardware.MemoryMiB
+	// An increase at once; a decrease once the VM is off.
+	if want := m.Spec.Hardware.CPUs; want > vm.cpus || !vm.on {
+		vm.cpus = want
+	}
+	if want := m.Spec.Hardware.MemoryMiB; want > vm.memoryMiB || !vm.on {
+		vm.memoryMiB = want
+	}
 	on := m.DesiredPower() != banlieuev1.PowerStatePoweredOff
 	if on && !vm.on {
 		vm.boots++

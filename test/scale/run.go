@@ -76,12 +76,12 @@ type bench struct {
 	readyBy                               map[string]time.Duration // by backend class
 	// latencies are the VMs' times from creation to Ready, by backend class and, under
 	// "", all of them.
-	latencies map[string][]time.Duration
-	direct                                time.Duration
-	directByClass                         map[string]time.Duration
-	machine                               machine
-	pprofAddrs                            map[string]string // by process name, with -pprof
-	directErr                             error             // why the direct path failed
+	latencies     map[string][]time.Duration
+	direct        time.Duration
+	directByClass map[string]time.Duration
+	machine       machine
+	pprofAddrs    map[string]string // by process name, with -pprof
+	directErr     error             // why the direct path failed
 }
 
 func run(ctx context.Context, o options) (string, error) {

@@ -168,3 +168,40 @@ func Descriptions(changes []HardwareChange) []string {
 	}
 	return out
 }
+
+// ParamHotplug is the Provider parameter (spec.parameters) that gives the VMs a driver
+// creates the headroom to grow while they run: a comma-separated list of "cpu" and
+// "memory". It is read at creation only, so a VM made before it was set keeps growing
+// only at its next power cycle. Off by default: hot-add changes what the guest sees
+// (vSphere gives up vNUMA for a VM with CPU hot-add). HotplugFrom reads it.
+const ParamHotplug = "hotplug"
+
+// Hotplug is what ParamHotplug turns on.
+type Hotplug struct {
+	// CPU lets the VM's CPU count grow while it runs.
+	CPU bool
+	// Memory lets the VM's memory grow while it runs.
+	Memory bool
+}
+
+// HotplugFrom reads ParamHotplug from a Provider's parameters; an item other than cpu
+// or memory is an error whose message says how to fix the Provider.
+func HotplugFrom(params map[string]string) (Hotplug, error) {
+	var h Hotplug
+	v, ok := params[ParamHotplug]
+	if !ok || strings.TrimSpace(v) == "" {
+		return h, nil
+	}
+	for item := range strings.SplitSeq(v, ",") {
+		switch strings.ToLower(strings.TrimSpace(item)) {
+		case "cpu":
+			h.CPU = true
+		case "memory":
+			h.Memory = true
+		default:
+			return Hotplug{}, fmt.Errorf("parameters.%s %q: %q is neither cpu nor memory; list what may grow while a VM runs, e.g. cpu,memory, in the Provider",
+				ParamHotplug, v, strings.TrimSpace(item))
+		}
+	}
+	return h, nil
+}

@@ -53,6 +53,8 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs provid
 	if err != nil {
 		return providersdk.CreateResult{}, err
 	}
+	// The Provider's hotplug parameter: the headroom to grow while the VM runs.
+	req.CPUHotAdd, req.MemoryHotAdd = s.params.hotplug.CPU, s.params.hotplug.Memory
 	ref, err := s.vc.Clone(ctx, req)
 	if err != nil {
 		if obj, ok := vcenter.AsDuplicateName(err); ok {

@@ -28,6 +28,9 @@
 //	resourcePool  resource pool for new VMs: an inventory path, or a path relative to the
 //	              failure domain's cluster root pool ("Resources"); the root pool by default
 //	datastore     datastore for disks whose storage class names none
+//	hotplug       cpu, memory or cpu,memory: new VMs are cloned with CPU or memory
+//	              hot-add on, so that their CPUs or memory grow while they run; a VM
+//	              without it takes an increase at its next power cycle (RestartRequired)
 //
 // A VSphereMachine's spec.vsphere block (infrav1.VSphereOptions) overrides each of them
 // for that machine (its datastore overrides the boot disk's storage class target too),

@@ -81,6 +81,9 @@ type clusterHost struct {
 
 // Inventory discovers the failure domains and what each offers.
 func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) {
+	if s.params.hotplugErr != nil {
+		return providersdk.Inventory{}, s.params.hotplugErr
+	}
 	inv, err := s.discover(ctx)
 	if err != nil {
 		return providersdk.Inventory{}, err

@@ -56,6 +56,10 @@ type parameters struct {
 	folder       string
 	resourcePool string
 	datastore    string
+	// hotplug is what new VMs may grow while they run; hotplugErr says why
+	// parameters.hotplug does not parse, which the Provider then reports.
+	hotplug    providersdk.Hotplug
+	hotplugErr error
 }
 
 // connect builds the session for info: TLS, one login, keepalive. It returns the
@@ -111,6 +115,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		features:       p.Spec.Capabilities.Features,
 		imports:        providersdk.NewImports(d.now, providersdk.ImportLimitsFrom(p.Spec.Parameters)),
 	}
+	s.params.hotplug, s.params.hotplugErr = providersdk.HotplugFrom(p.Spec.Parameters)
 	ctrl.LoggerFrom(ctx).V(1).Info("Logged in to vCenter", "endpoint", s.endpoint)
 	return s, nil
 }

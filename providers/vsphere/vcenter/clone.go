@@ -61,6 +61,8 @@ type CloneRequest struct {
 	NICs []NIC
 	// ExtraConfig are the new VM's extraConfig keys.
 	ExtraConfig []Option
+	// CPUHotAdd and MemoryHotAdd let the new VM's CPUs and memory grow while it runs.
+	CPUHotAdd, MemoryHotAdd bool
 	// PowerOn starts the VM once it is made.
 	PowerOn bool
 }
@@ -69,22 +71,7 @@ type CloneRequest struct {
 // the folder is a *Fault of kind FaultDuplicateName.
 func (c *Client) Clone(ctx context.Context, req CloneRequest) (string, error) {
 	t := req.Template
-	extra := make([]types.BaseOptionValue, 0, len(req.ExtraConfig))
-	for _, o := range req.ExtraConfig {
-		extra = append(extra, &types.OptionValue{Key: o.Key, Value: o.Value})
-	}
-	cfg := &types.VirtualMachineConfigSpec{
-		NumCPUs:      req.CPUs,
-		MemoryMB:     req.MemoryMiB,
-		InstanceUuid: req.InstanceUUID,
-		ExtraConfig:  extra,
-	}
-	if req.Firmware != "" {
-		cfg.Firmware = string(req.Firmware)
-	}
-	if req.Firmware == FirmwareEFI {
-		cfg.BootOptions = &types.VirtualMachineBootOptions{EfiSecureBootEnabled: types.NewBool(req.SecureBoot)}
-	}
+	cfg := cloneConfig(req)
 	folder, pool := req.Folder.ref(), req.Pool.ref()
 	spec := types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{Pool: &pool, Folder: &folder},
@@ -126,4 +113,32 @@ func (c *Client) Clone(ctx context.Context, req CloneRequest) (string, error) {
 		return "", c.fail("clone template "+t.Ref.Value, err)
 	}
 	return res.Returnval.Value, nil
+}
+
+// cloneConfig is the configuration the clone takes: CPUs, memory, hot-add, identity,
+// extraConfig and firmware; the devices are added to it by Clone.
+func cloneConfig(req CloneRequest) *types.VirtualMachineConfigSpec {
+	extra := make([]types.BaseOptionValue, 0, len(req.ExtraConfig))
+	for _, o := range req.ExtraConfig {
+		extra = append(extra, &types.OptionValue{Key: o.Key, Value: o.Value})
+	}
+	cfg := &types.VirtualMachineConfigSpec{
+		NumCPUs:      req.CPUs,
+		MemoryMB:     req.MemoryMiB,
+		InstanceUuid: req.InstanceUUID,
+		ExtraConfig:  extra,
+	}
+	if req.CPUHotAdd {
+		cfg.CpuHotAddEnabled = types.NewBool(true)
+	}
+	if req.MemoryHotAdd {
+		cfg.MemoryHotAddEnabled = types.NewBool(true)
+	}
+	if req.Firmware != "" {
+		cfg.Firmware = string(req.Firmware)
+	}
+	if req.Firmware == FirmwareEFI {
+		cfg.BootOptions = &types.VirtualMachineBootOptions{EfiSecureBootEnabled: types.NewBool(req.SecureBoot)}
+	}
+	return cfg
 }

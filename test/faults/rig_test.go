@@ -55,6 +55,9 @@ type rig struct {
 	results []result
 	// guestBootID is the real guest's boot ID once it booted; "" without one.
 	guestBootID string
+	// retained are the backend VMs, as the inventory names them, that deletions under
+	// deletionPolicy Retain let go: no machine stands for them, and none should.
+	retained map[string]bool
 }
 
 // result is one row of the report.

@@ -62,6 +62,9 @@ func (r *rig) createUnderKills(t *testing.T) {
 func (r *rig) deleteUnderKills(t *testing.T) {
 	g := NewWithT(t)
 	n := r.size.Rounds - r.size.Rounds/2
+	// One VM per simulator is let go (deletionPolicy Retain): its deletion, under the
+	// same kills, must leave its backend VM as it was, unmarked.
+	retained := r.retainOnePerSimulator(t)
 	vms := r.vms(g)
 	names := make([]string, 0, len(vms))
 	for _, vm := range vms {
@@ -83,7 +86,9 @@ func (r *rig) deleteUnderKills(t *testing.T) {
 	}).WithTimeout(r.size.Converge).WithPolling(time.Second).Should(Succeed())
 	took := time.Since(start)
 	r.requireRunning(t)
-	r.record("delete the fleet", fmt.Sprintf("%d VMs deleted during %d kill rounds; every backend then empty", len(names), n), took, r.checkInventory(t, true))
+	r.retained = r.checkRetained(t, retained)
+	r.record("delete the fleet", fmt.Sprintf("%d VMs deleted during %d kill rounds, %d of them under deletionPolicy Retain; every backend then empty but for those, unmarked", len(names), n, len(retained)),
+		took, r.checkInventory(t, true))
 }
 
 // outage is a backend that can be stopped and started.

@@ -100,6 +100,7 @@ func TestFaults(t *testing.T) {
 		t.Run("each backend is stopped and comes back", r.backendOutages) &&
 		t.Run("kube-apiserver is killed and started again", r.apiServerRestart) &&
 		t.Run("a Provider's credentials are rotated", r.credentialsRotation) &&
+		t.Run("a running VM is resized, then restarted while processes are killed", r.resizeAndRestartUnderKills) &&
 		t.Run("a Provider with machines is deleted", r.providerDeletion) &&
 		t.Run("the real guest lived through it all", r.guestSurvived) &&
 		t.Run("the fleet is deleted while processes are killed", r.deleteUnderKills)

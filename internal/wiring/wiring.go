@@ -29,10 +29,10 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// SetupCore registers the core controller with mgr. Give the Reconciler any new
-// dependency (a Recorder, options) here.
-func SetupCore(ctx context.Context, mgr ctrl.Manager) error {
-	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 10}); err != nil {
+// SetupCore registers the core controller with mgr, recording the Events events allows.
+// Give the Reconciler any new dependency (a Recorder, options) here.
+func SetupCore(ctx context.Context, mgr ctrl.Manager, events virtualmachine.EventPolicy) error {
+	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 10}); err != nil {
 		return fmt.Errorf("failed to set up the VirtualMachine controller: %w", err)
 	}
 	return nil

@@ -37,6 +37,8 @@ type options struct {
 	kubeconfigFlag bool
 	// pprof saves each controller's heap profile to dir when all VMs are Ready.
 	pprof bool
+	// events is the core controller's --events; its default when empty.
+	events string
 }
 
 func main() {
@@ -45,6 +47,7 @@ func main() {
 	flag.IntVar(&o.libvirtMax, "libvirt-max", 30, "Most VMs that go to libvirt (defined PoweredOff: real QEMU processes cannot run by the thousand); vSphere and Proxmox VE share the rest")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "How long to watch the converged system for writes and backend calls")
 	flag.DurationVar(&o.settle, "settle", 90*time.Second, "How long to wait after all are Ready before the quiet window, so that it measures the steady state: the SDK still looks at a guest without an address for about a minute after it starts")
+	flag.StringVar(&o.events, "events", "", "The core controller's --events (all, transitions or none); the binary's default (transitions) when empty")
 	flag.StringVar(&o.only, "only", "", "Put every VM on this backend (vsphere, proxmox or libvirt) instead of spreading them")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "Longest wait for all VMs to be Ready, and again to be deleted")
 	flag.StringVar(&o.dir, "dir", "", "Folder for the binary, kubeconfigs and controller logs; a temporary one, kept, when empty")

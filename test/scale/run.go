@@ -186,7 +186,11 @@ func (b *bench) startControllers(bin string) error {
 	}
 	b.spread()
 	var err error
-	if b.core, err = b.startController(bin, "controller", "controller"); err != nil {
+	core := []string{"controller"}
+	if b.o.events != "" {
+		core = append(core, "--events", b.o.events)
+	}
+	if b.core, err = b.startController(bin, "controller", core...); err != nil {
 		return err
 	}
 	for _, be := range b.backends {

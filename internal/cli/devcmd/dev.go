@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
 	"github.com/banlieue/banlieue/internal/devenv"
 	"github.com/banlieue/banlieue/internal/wiring"
 	"github.com/banlieue/banlieue/pkg/providersdk"
@@ -52,7 +53,8 @@ func newDevCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("failed to create the manager: %w", err)
 			}
-			if err := wiring.SetupCore(cmd.Context(), mgr); err != nil {
+			// A local playground shows every lifecycle step as an Event.
+			if err := wiring.SetupCore(cmd.Context(), mgr, virtualmachine.EventsAll); err != nil {
 				return err
 			}
 			for _, config := range backends.ProviderConfigs() {

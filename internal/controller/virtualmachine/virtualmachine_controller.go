@@ -39,6 +39,8 @@ type Reconciler struct {
 
 	// Recorder records Events on VMs; the manager's recorder when nil.
 	Recorder events.EventRecorder
+	// Events says which Events are recorded; every one when empty (EventsAll).
+	Events EventPolicy
 
 	// machines reads infrastructure machines, as unstructured, from the cache.
 	machines cache.Cache
@@ -205,7 +207,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, lock bool) error
 // event records an Event on the VM. Every Event of core goes through here: its note is
 // redacted and cut to what the API server accepts (eventNote).
 func (r *Reconciler) event(vm *banlieuev1.VirtualMachine, eventType, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
+	if r.Recorder != nil && r.Events.records(eventType, reason) {
 		r.Recorder.Eventf(vm, nil, eventType, reason, action, "%s", eventNote(note, args...))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"github.com/google/uuid"
 	"golang.org/x/crypto/ssh"
+	"libvirt.org/go/libvirtxml"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -57,6 +58,31 @@ func TestConformance(t *testing.T) {
 				}
 				for _, dom := range doms {
 					if uuid.UUID(dom.UUID).String() == string(m.UID) || dom.Name == domainName(m.Namespace, m.Name) {
+						n++
+					}
+				}
+			})
+			return n
+		},
+		Disks: func(t *testing.T, m *providersdk.Machine) int {
+			t.Helper()
+			n := -1
+			inspect(t, d, func(l *libvirt.Libvirt) {
+				dom, err := l.DomainLookupByName(domainName(m.Namespace, m.Name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				x, err := l.DomainGetXMLDesc(dom, libvirt.DomainXMLInactive)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var def libvirtxml.Domain
+				if err := def.Unmarshal(x); err != nil {
+					t.Fatal(err)
+				}
+				n = 0
+				for _, disk := range def.Devices.Disks {
+					if disk.Device == "disk" {
 						n++
 					}
 				}

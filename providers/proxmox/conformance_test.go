@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,6 +48,22 @@ func TestConformance(t *testing.T) {
 				}
 			}
 			return n
+		},
+		Disks: func(t *testing.T, m *providersdk.Machine) int {
+			t.Helper()
+			for _, vm := range guestsOf(t, api) {
+				if slices.Contains(strings.Split(vm.Tags, ";"), TagPrefix+string(m.UID)) {
+					n := 0
+					for key, val := range vm.config {
+						if diskKey.MatchString(key) && !strings.Contains(val, "media=cdrom") {
+							n++
+						}
+					}
+					return n
+				}
+			}
+			t.Fatalf("no VM of machine %s", m.UID)
+			return 0
 		},
 		Snapshot: func(t *testing.T) string {
 			t.Helper()
@@ -105,6 +122,10 @@ type guest struct {
 	Lock   string `json:"lock"`
 	config map[string]string
 }
+
+// diskKey matches the config keys of a VM's disks (and CD-ROMs, told apart by their
+// media), as PVE's API documentation names them.
+var diskKey = regexp.MustCompile(`^(scsi|virtio|sata|ide)[0-9]+$`)
 
 // guestsOf lists the cluster's VMs and reads each one's config.
 func guestsOf(t *testing.T, api *proxmox.Client) []guest {

@@ -42,6 +42,15 @@ func TestConformance(t *testing.T) {
 			}
 			return len(vms)
 		},
+		Disks: func(t *testing.T, m *providersdk.Machine) int {
+			t.Helper()
+			vms, err := sim.VMsWithUID(ctx, string(m.UID))
+			if err != nil || len(vms) != 1 {
+				t.Fatalf("%d VMs of machine %s (%v), want 1", len(vms), m.UID, err)
+			}
+			sizes, _ := vmDisks(vms[0])
+			return len(sizes)
+		},
 		Snapshot: func(t *testing.T) string {
 			t.Helper()
 			vms, err := sim.VMs(ctx)

@@ -47,6 +47,9 @@ type Backend struct {
 	// ends, since no machine will any more. Nil, or a driver whose Client is no
 	// providersdk.Releaser, skips the Release check.
 	Released func(t *testing.T, m *providersdk.Machine, before providersdk.Observation) error
+	// Disks returns how many disks the machine's VM has, read with the backend's own
+	// API; nil skips the check that a disk added across a crash is added once.
+	Disks func(t *testing.T, m *providersdk.Machine) int
 	// Timeout bounds each wait for the backend; a minute when zero.
 	Timeout time.Duration
 }
@@ -57,7 +60,8 @@ type Backend struct {
 // changes the backend; a VM of another identity is never touched; the typed errors:
 // unreachable, unauthorized, permanent, in flight; the boot ID changes on a power
 // cycle only; a resize the VM cannot take while it runs waits for its power cycle,
-// which makes it across crashes; and, for a Releaser, that Release leaves the VM as it was, without the
+// which makes it across crashes; a disk added across a crash is added once; and, for
+// a Releaser, that Release leaves the VM as it was, without the
 // machine's marks, also across a restart.
 func Run(t *testing.T, b Backend) {
 	t.Helper()
@@ -76,6 +80,44 @@ func Run(t *testing.T, b Backend) {
 	t.Run("release leaves the VM running and unmarked, also across a crash", b.releaseLeavesTheVM)
 	t.Run("the boot ID changes on a power cycle, not on an observe", b.bootIDChangesOnAPowerCycle)
 	t.Run("a resize of a running VM waits for its power cycle, which makes it across crashes", b.resizeWaitsForThePowerCycle)
+	t.Run("a disk added across a crash is added once", b.diskAddedOnceAcrossACrash)
+}
+
+// diskAddedOnceAcrossACrash adds a disk (a copy of the first one's class and target,
+// 1 GiB) to a powered-off VM, with the provider killed after its first Update (the
+// task it started never recorded, its session gone); its successor converges the
+// machine. The backend's own count of the VM's disks must have grown by one.
+func (b *Backend) diskAddedOnceAcrossACrash(t *testing.T) {
+	if b.Disks == nil {
+		t.Skip("the test gives no Disks check")
+	}
+	m := b.NewMachine(t)
+	if len(m.Spec.Disks) == 0 {
+		t.Skip("the backend's machines have no disk to copy")
+	}
+	t.Cleanup(func() { b.remove(t, b.connect(t), m) })
+	m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+	b.converge(t, b.connect(t), m)
+	before := b.Disks(t, m)
+
+	extra := *m.Spec.Disks[0].DeepCopy()
+	extra.Name, extra.SizeGiB = "extra", 1
+	m.Spec.Disks = append(m.Spec.Disks, extra)
+	dying := b.connect(t)
+	obs := b.observe(t, dying, m)
+	if obs.UpToDate {
+		t.Fatal("a VM without the spec's new disk is reported up to date")
+	}
+	if _, err := dying.Update(b.ctx(t), m, obs); err != nil && !providersdk.IsInFlight(err) {
+		t.Fatalf("Update: %v", err)
+	}
+	m.Task = providersdk.Task{}
+	b.converge(t, b.connect(t), m)
+	n := b.Disks(t, m)
+	if n != before+1 {
+		t.Errorf("the VM has %d disks after one was added across a crash, want %d", n, before+1)
+	}
+	t.Logf("the backend counts %d disks before, %d after", before, n)
 }
 
 // resizeWaitsForThePowerCycle checks a change a driver cannot make while the VM runs:

@@ -22,7 +22,9 @@ func TestListMarkedFindsTheMachinesVMsByTheirTags(t *testing.T) {
 	}
 	// The second machine goes without its VM being deleted: its VM is still listed, for
 	// the Provider controller to find no machine of that UID. The simulator's templates
-	// carry no machine's tag.
+	// carry no machine's tag. The listing shows what pvestatd last reported: a round
+	// now reports the clones' names.
+	sim.ReportStatus()
 	got, err := s.ListMarked(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -101,10 +101,11 @@
 // reported with GuestStopped, saying how to restart it, and is left as it is. A pause
 // libvirt ends by itself (starting up, a save, a migration) is waited for: a provider
 // restarted while libvirt starts a domain sees it paused "starting up" for seconds.
-// CPUs, memory and disks change only while the domain is shut off: asked of a running
-// machine that should stay on, they wait for its next power cycle (a restart, or
-// PoweredOff then back), which the machine says with RestartRequired=True while it stays
-// Ready; volumes only grow.
+// CPUs, memory and new disks change only while the domain is shut off: asked of a
+// running machine that should stay on, they wait for its next power cycle (a restart,
+// or PoweredOff then back), which the machine says with RestartRequired=True while it
+// stays Ready. A running domain's disk grows at once, through QEMU (block resize);
+// volumes only grow.
 //
 // Addresses come from the DHCP leases of the domain's MACs on its libvirt networks, then
 // from the guest agent. A running machine is WaitingForGuest until it reports as many

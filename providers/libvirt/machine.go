@@ -132,9 +132,10 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		!m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout) {
 		o.Task = m.Task
 	}
-	// libvirt changes a domain's hardware only while it is shut off (reshape).
+	// libvirt changes a domain's hardware while it is shut off (reshape); a running
+	// domain's disks grow online.
 	changes := providersdk.HardwareDiff(m.Spec, hardware(dom))
-	pending := providersdk.PendingChanges(changes, o.PowerState, m.DesiredPower(), nil)
+	pending := providersdk.PendingChanges(changes, o.PowerState, m.DesiredPower(), func(c providersdk.HardwareChange) bool { return onlineChange(dom, c) })
 	o.PendingRestart = providersdk.Descriptions(pending)
 	o.UpToDate = o.PowerState == m.DesiredPower() && len(changes) == len(pending)
 	if o.PowerState == banlieuev1.PowerStatePoweredOn {

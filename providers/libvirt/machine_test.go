@@ -220,6 +220,20 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		if dom := domainOf(mustObserve(t, s, m)); dom.CPUs != 2 {
 			t.Errorf("the running domain has %d CPUs, want 2 until its next power cycle", dom.CPUs)
 		}
+
+		// Its boot disk grows at once, through QEMU; the CPUs still wait.
+		m.Spec.Disks[0].SizeGiB++
+		defer func() { m.Spec.Disks[0].SizeGiB-- }()
+		if o := mustObserve(t, s, m); o.UpToDate || !cmp.Equal(o.PendingRestart, []string{"CPUs from 2 to 3"}) {
+			t.Fatalf("with a larger disk: up to date %v, pending %q; want the growth to make now", o.UpToDate, o.PendingRestart)
+		}
+		if _, err := updateMachine(ctx, s, m); err != nil {
+			t.Fatal(err)
+		}
+		o = mustObserve(t, s, m)
+		if want := int64(m.Spec.Disks[0].SizeGiB) * providersdk.GiB; !o.UpToDate || domainOf(o).DiskBytes[0] != want || o.PowerState != banlieuev1.PowerStatePoweredOn {
+			t.Errorf("after the online growth: up to date %v, disk %d bytes (want %d), %s", o.UpToDate, domainOf(o).DiskBytes[0], want, o.PowerState)
+		}
 	})
 
 	t.Run("delete leaves no domain and no volume of the machine", func(t *testing.T) {

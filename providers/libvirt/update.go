@@ -18,8 +18,9 @@ func hardware(dom *host.Domain) providersdk.Hardware {
 }
 
 // Update brings the domain Observe found in line with the spec: hardware while it is
-// shut off (a running domain is powered off first when the machine asks for that; its
-// changes wait for its next power cycle otherwise), then power. Without a domain there is nothing to update.
+// shut off (a running domain is powered off first when the machine asks for that;
+// otherwise its disks grow online and its other changes wait for its next power cycle),
+// then power. Without a domain there is nothing to update.
 func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.UpdateResult, error) {
 	dom := domainOf(obs)
 	if dom == nil {
@@ -38,14 +39,30 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 	if err := providersdk.RefuseShrink(backendName, changes); err != nil {
 		return providersdk.UpdateResult{}, err
 	}
-	// A running domain's changes wait for its next power cycle (Observe reports them
-	// pending); they are made here once it is shut off, before it starts again.
-	if len(changes) > 0 && powerState(dom) == banlieuev1.PowerStatePoweredOff {
+	switch {
+	case len(changes) == 0:
+	case powerState(dom) == banlieuev1.PowerStatePoweredOff:
 		if err := s.reshape(ctx, m, dom, changes); err != nil {
 			return providersdk.UpdateResult{}, err
 		}
+	case want != banlieuev1.PowerStatePoweredOff:
+		// The rest waits for the domain's next power cycle (Observe reports it pending);
+		// it is made above once the domain is shut off, before it starts again.
+		for _, c := range changes {
+			if onlineChange(dom, c) {
+				if err := s.host.GrowDiskOnline(ctx, dom, dom.Disks[c.Disk], c.To); err != nil {
+					return providersdk.UpdateResult{}, err
+				}
+			}
+		}
 	}
 	return s.setPower(ctx, m, dom, want)
+}
+
+// onlineChange reports whether libvirt makes c while the domain runs: a disk grows
+// through QEMU; CPUs, memory and new disks wait for it to be shut off.
+func onlineChange(dom *host.Domain, c providersdk.HardwareChange) bool {
+	return c.Kind == providersdk.ChangeDiskGrow && powerState(dom) == banlieuev1.PowerStatePoweredOn && dom.State == host.StateRunning
 }
 
 // reshape applies hardware changes to a shut-off domain: grows and adds volumes, then

@@ -164,17 +164,22 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	}
 	f.g.Expect(strings.TrimSpace(ga.Exec("/usr/bin/nproc"))).To(Equal("2"))
 	f.g.Expect(guestMemTotalMiB(t, ga)).To(BeNumerically("~", 1536, 160), "MemTotal is the class's memory less the kernel's reserve")
+	bootID2 := ga.BootID()
 
-	// The class grows to 2 GiB while the guest runs: libvirt changes a domain's memory
-	// only while it is shut off, so the change waits for the next restart, and the VM
-	// stays Ready and says so.
-	f.update(class, func() { class.Spec.Hardware.MemoryMiB = 2048 })
+	// The class grows to 2 GiB and a 5 GiB root disk while the guest runs. The disk
+	// grows at once, through QEMU, and the guest's kernel sees it in the same boot;
+	// libvirt changes a domain's memory only while it is shut off, so that waits for
+	// the next restart, and the VM stays Ready and says so.
+	f.update(class, func() { class.Spec.Hardware.MemoryMiB, class.Spec.Hardware.Disks[0].SizeGiB = 2048, 5 })
 	f.eventually(vm, func(g Gomega) {
 		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("True/HardwareChangePending: the VM's next restart applies " +
 			"memory from 1536 MiB to 2048 MiB; set spec.restartRequestedAt, or power the VM off and on again"))
 		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
 	}, time.Minute)
-	f.g.Expect(guestagent.DomInfo(t, d, domain)).To(MatchRegexp(`Max memory:\s+1572864 KiB`), "the running domain was changed")
+	f.g.Eventually(func() string { return strings.TrimSpace(ga.ReadFile("/sys/block/vda/size")) }).WithTimeout(time.Minute).WithPolling(time.Second).
+		Should(Equal(strconv.Itoa(5<<30/512)), "the running guest does not see its 5 GiB disk")
+	f.g.Expect(ga.BootID()).To(Equal(bootID2), "the disk's growth rebooted the guest")
+	f.g.Expect(guestagent.DomInfo(t, d, domain)).To(MatchRegexp(`Max memory:\s+1572864 KiB`), "the running domain's memory was changed")
 
 	// A restart (spec.restartRequestedAt) is one power cycle: the guest shuts down on its
 	// own, libvirt starts it again with the pending memory, and it runs another boot.

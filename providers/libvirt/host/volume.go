@@ -299,3 +299,20 @@ func (c *Client) SweepVolumes(ctx context.Context, prefix string, listed []strin
 		return nil
 	})
 }
+
+// GrowDiskOnline grows the volume ref, a disk of the running domain d, to capacity
+// bytes through QEMU (block_resize), which the guest sees at once; growing the file
+// under a running QEMU instead would not reach the guest and could corrupt the image.
+func (c *Client) GrowDiskOnline(ctx context.Context, d *Domain, ref VolumeRef, capacity int64) error {
+	return c.do(ctx, "GrowDiskOnline", "grow disk "+ref.String()+" of running domain "+d.Name, func(l *libvirt.Libvirt) error {
+		vol, err := findVolume(l, ref)
+		if err != nil {
+			return err
+		}
+		path, err := l.StorageVolGetPath(vol)
+		if err != nil {
+			return err
+		}
+		return l.DomainBlockResize(d.ref, path, uint64(max(capacity, 0)), libvirt.DomainBlockResizeBytes)
+	})
+}

@@ -147,21 +147,29 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 	if err != nil {
 		return fmt.Errorf("failed to delete VM: %w", err)
 	}
-	if res.Task.InFlight() {
-		s.setTask(res.Task)
-		return &InFlightError{Task: res.Task}
-	}
-	if !obs.Exists {
+	if !obs.Exists && !res.Task.InFlight() {
 		return errGone
 	}
-	if obs, err = observe(ctx, cl, s.machine); err != nil {
+	return untilGone(ctx, cl, s, res.Task, OperationDelete, "Deleted backend VM")
+}
+
+// untilGone follows a Delete or a Release (op) that returned task: it waits for the task
+// in flight, then returns errGone, logging done, once Observe no longer finds the VM as
+// the machine's, and op in flight until then.
+func untilGone(ctx context.Context, cl Client, s *scope, task Task, op, done string, keysAndValues ...any) error {
+	if task.InFlight() {
+		s.setTask(task)
+		return &InFlightError{Task: task}
+	}
+	obs, err := observe(ctx, cl, s.machine)
+	if err != nil {
 		return err
 	}
 	if !obs.Exists {
-		ctrl.LoggerFrom(ctx).Info("Deleted backend VM")
+		ctrl.LoggerFrom(ctx).Info(done, keysAndValues...)
 		return errGone
 	}
-	return &InFlightError{Task: Task{Operation: OperationDelete}}
+	return &InFlightError{Task: Task{Operation: op}}
 }
 
 // reconcileRelease lets the VM of a machine deleted under deletionPolicy Retain go: it
@@ -182,18 +190,7 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, cl Client, s *scope, 
 	if err != nil {
 		return fmt.Errorf("failed to release VM: %w", err)
 	}
-	if res.Task.InFlight() {
-		s.setTask(res.Task)
-		return &InFlightError{Task: res.Task}
-	}
-	if obs, err = observe(ctx, cl, s.machine); err != nil {
-		return err
-	}
-	if !obs.Exists {
-		ctrl.LoggerFrom(ctx).Info("Released backend VM; it is left as it is", "providerID", s.machine.Spec.ProviderID)
-		return errGone
-	}
-	return &InFlightError{Task: Task{Operation: OperationRelease}}
+	return untilGone(ctx, cl, s, res.Task, OperationRelease, "Released backend VM; it is left as it is", "providerID", s.machine.Spec.ProviderID)
 }
 
 // observe asks the backend about the machine's VM.

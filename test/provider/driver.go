@@ -194,8 +194,8 @@ func (s *session) Update(_ context.Context, m *providersdk.Machine, _ providersd
 // Delete removes the VM, unless the machine carries HoldDeletionAnnotation: then the
 // deletion stays in flight, as on a slow backend.
 func (s *session) Delete(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.DeleteResult, error) {
-	if _, held := m.Object.GetAnnotations()[testv1.HoldDeletionAnnotation]; held {
-		return providersdk.DeleteResult{}, providersdk.InFlight(providersdk.OperationDelete, "delete-"+string(m.UID))
+	if err := held(m, providersdk.OperationDelete); err != nil {
+		return providersdk.DeleteResult{}, err
 	}
 	d := s.driver
 	d.mu.Lock()
@@ -204,14 +204,23 @@ func (s *session) Delete(_ context.Context, m *providersdk.Machine, _ providersd
 	return providersdk.DeleteResult{}, nil
 }
 
+// held keeps op (a delete or a release) in flight, as on a slow backend, while the
+// machine carries HoldDeletionAnnotation; nil otherwise.
+func held(m *providersdk.Machine, op string) error {
+	if _, ok := m.Object.GetAnnotations()[testv1.HoldDeletionAnnotation]; ok {
+		return providersdk.InFlight(op, op+"-"+string(m.UID))
+	}
+	return nil
+}
+
 // releasingSession is a session that is a providersdk.Releaser too.
 type releasingSession struct{ *session }
 
 // Release marks the VM released, unless the machine carries HoldDeletionAnnotation:
 // then the release stays in flight, as on a slow backend.
 func (s *releasingSession) Release(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.ReleaseResult, error) {
-	if _, held := m.Object.GetAnnotations()[testv1.HoldDeletionAnnotation]; held {
-		return providersdk.ReleaseResult{}, providersdk.InFlight(providersdk.OperationRelease, "release-"+string(m.UID))
+	if err := held(m, providersdk.OperationRelease); err != nil {
+		return providersdk.ReleaseResult{}, err
 	}
 	d := s.driver
 	d.mu.Lock()

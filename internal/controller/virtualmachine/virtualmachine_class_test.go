@@ -283,11 +283,7 @@ func TestClassRefusedWhereTheVMRuns(t *testing.T) {
 
 func TestRecordedClassIsAppliedAfterACrash(t *testing.T) {
 	f := newFixture(t)
-	small, image := f.class("small"), f.image("i")
-	big := f.class("big", builder.WithHardware(4, 8192))
-	f.provider("p1", nil)
-	vm := f.vm("box", small, image)
-	f.running("box")
+	vm, big := f.runningSmallWithBigClass("box")
 
 	// Core stops between recording big and applying it to the machine: here it leaves
 	// the paused VM alone while its spec and status are written as core would have.
@@ -383,11 +379,7 @@ func TestCheckResize(t *testing.T) {
 
 func TestAResizeTheBackendCannotMakeOnlineWaitsForTheNextRestartAndTheVMStaysReady(t *testing.T) {
 	f := newFixture(t)
-	small, image := f.class("small"), f.image("i")
-	big := f.class("big", builder.WithHardware(4, 8192))
-	f.provider("p1", nil)
-	vm := f.vm("web", small, image)
-	f.running("web")
+	vm, big := f.runningSmallWithBigClass("web")
 	uid := f.machine("web").UID
 	before, _ := backend.VM(uid)
 
@@ -421,4 +413,15 @@ func TestAResizeTheBackendCannotMakeOnlineWaitsForTheNextRestartAndTheVMStaysRea
 	if got.CPUs != 4 || got.Starts != before.Starts+1 || got.PowerOffs != before.PowerOffs+1 {
 		t.Fatalf("after the restart the VM is %+v; want 4 CPUs after one power cycle from %+v", got, before)
 	}
+}
+
+// runningSmallWithBigClass makes a Provider, a VM name of class "small" (the default
+// hardware) Running on it, and a class "big" with 4 CPUs and 8 GiB to resize it to.
+func (f *fixture) runningSmallWithBigClass(name string) (*banlieuev1.VirtualMachine, *banlieuev1.VMClass) {
+	small, image := f.class("small"), f.image("i")
+	big := f.class("big", builder.WithHardware(4, 8192))
+	f.provider("p1", nil)
+	vm := f.vm(name, small, image)
+	f.running(name)
+	return vm, big
 }

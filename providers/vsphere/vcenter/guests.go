@@ -10,15 +10,7 @@ var guestAddressProperties = []string{"config.uuid", "guest.ipAddress", "guest.n
 // every VM under container, a datacenter or the root folder, through one container view
 // in one property collector call, whatever the number of VMs.
 func (c *Client) GuestAddresses(ctx context.Context, container Ref) ([]VM, error) {
-	objs, err := c.retrieveIn(ctx, container.ref(), map[string][]string{"VirtualMachine": guestAddressProperties})
-	if err != nil {
-		return nil, c.fail("read the addresses of the VMs' guests", err)
-	}
-	out := make([]VM, 0, len(objs))
-	for _, oc := range objs {
-		out = append(out, *vmOf(oc.Obj, oc.PropSet))
-	}
-	return out, nil
+	return c.vmsIn(ctx, container, guestAddressProperties, "read the addresses of the VMs' guests")
 }
 
 // MarkedVMs reads, in one property collector call, the VMs and templates below
@@ -26,9 +18,15 @@ func (c *Client) GuestAddresses(ctx context.Context, container Ref) ([]VM, error
 // extraConfig (VM.Identity), read as a keyed path: a VM without the key reports it
 // missing, and is returned with an empty Identity.
 func (c *Client) MarkedVMs(ctx context.Context, container Ref) ([]VM, error) {
-	objs, err := c.retrieveIn(ctx, container.ref(), map[string][]string{"VirtualMachine": {"name", "config.uuid", "config.template", c.identityProperty()}})
+	return c.vmsIn(ctx, container, []string{"name", "config.uuid", "config.template", c.identityProperty()}, "read the identity marks of the VMs")
+}
+
+// vmsIn reads properties of every VM below container in one property collector call;
+// what names the read for an error.
+func (c *Client) vmsIn(ctx context.Context, container Ref, properties []string, what string) ([]VM, error) {
+	objs, err := c.retrieveIn(ctx, container.ref(), map[string][]string{"VirtualMachine": properties})
 	if err != nil {
-		return nil, c.fail("read the identity marks of the VMs", err)
+		return nil, c.fail(what, err)
 	}
 	out := make([]VM, 0, len(objs))
 	for _, oc := range objs {

@@ -75,6 +75,20 @@ const (
 	// VirtualMachineImageNotFoundReason: the VMImage in imageRef does not exist.
 	VirtualMachineImageNotFoundReason = "ImageNotFound"
 
+	// VirtualMachineAdoptionNoProviderReason (Scheduled=False) means no Provider can adopt
+	// the VM that adoptProviderID names: none has a providerIDPrefix that starts it, or
+	// those that do have adoptionPolicy Disabled, are not Ready or are not selected.
+	VirtualMachineAdoptionNoProviderReason = "AdoptionNoProvider"
+
+	// VirtualMachineAdoptionAmbiguousReason (Scheduled=False) means several Providers
+	// could adopt the VM (two vCenters reach one BIOS UUID); narrow
+	// spec.placement.providerSelector to one.
+	VirtualMachineAdoptionAmbiguousReason = "AdoptionAmbiguous"
+
+	// VirtualMachineAdoptionConflictReason (Scheduled=False) means another VirtualMachine
+	// of the namespace adopts the same backend VM already.
+	VirtualMachineAdoptionConflictReason = "AdoptionConflict"
+
 	// VirtualMachinePausedReason: the VM, or its Provider, is paused.
 	VirtualMachinePausedReason = "Paused"
 
@@ -224,4 +238,8 @@ const (
 	// VirtualMachineRestartedReason: the machine reports that the restart asked for by
 	// spec.restartRequestedAt is done (status.restart.result Restarted).
 	VirtualMachineRestartedReason = "Restarted"
+
+	// VirtualMachineAdoptedReason is the Event of a VM whose machine took over its
+	// existing backend VM.
+	VirtualMachineAdoptedReason = "Adopted"
 )

@@ -33,11 +33,30 @@ type ProviderSpec struct {
 	// +optional
 	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
 
+	// adoptionPolicy says whether VirtualMachines may take over existing backend VMs of
+	// this Provider (spec.adoptProviderID): Disabled (the default) or Enabled. Enable it
+	// only where the tenants its namespaceSelector admits may manage every VM the
+	// Provider's credentials reach.
+	// +optional
+	// +default="Disabled"
+	AdoptionPolicy AdoptionPolicy `json:"adoptionPolicy,omitempty"`
+
 	// paused stops both the core controller from placing new VMs here and the provider
 	// controller from acting on this Provider's machines; unset means false.
 	// +optional
 	Paused *bool `json:"paused,omitempty"`
 }
+
+// AdoptionPolicy says whether a Provider's existing backend VMs may be adopted.
+// +kubebuilder:validation:Enum=Disabled;Enabled
+type AdoptionPolicy string
+
+const (
+	// AdoptionPolicyDisabled refuses every adoption: the default.
+	AdoptionPolicyDisabled AdoptionPolicy = "Disabled"
+	// AdoptionPolicyEnabled lets VirtualMachines adopt the Provider's unmanaged VMs.
+	AdoptionPolicyEnabled AdoptionPolicy = "Enabled"
+)
 
 // Connection is how a provider controller reaches its backend.
 // +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || (!self.endpoint.matches('^([^:/?#]+://)?[^/?#]*:[^/?#]*@'))",message="connection.endpoint must not contain credentials (user:password@); put them in the Secret named by credentialsRef",fieldPath=".endpoint"
@@ -227,6 +246,15 @@ type ProviderStatus struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	FailureDomainSummary string `json:"failureDomainSummary,omitempty"`
+
+	// providerIDPrefix is what the provider ID of every VM of this Provider starts with,
+	// e.g. libvirt://kvm-01/ or proxmox://pve-a/; core places a VirtualMachine that
+	// adopts a backend VM on the Provider whose prefix starts its adoptProviderID. The
+	// provider controller writes it when its driver can adopt VMs; it is unset otherwise.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	ProviderIDPrefix string `json:"providerIDPrefix,omitempty"`
 
 	// orphans reports the backend VMs that carry a banlieue machine's identity mark but
 	// belong to no machine of the Provider's kind in any namespace, as the provider

@@ -90,6 +90,10 @@ const (
 // VirtualMachineSpec is what the user asks for: a class, an image and where to run.
 //
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.restartRequestedAt) || (has(self.restartRequestedAt) && self.restartRequestedAt >= oldSelf.restartRequestedAt)",message="restartRequestedAt only moves forward; set it to the current time to ask for a restart"
+// +kubebuilder:validation:XValidation:rule="has(self.adoptProviderID) == has(oldSelf.adoptProviderID) && (!has(self.adoptProviderID) || self.adoptProviderID == oldSelf.adoptProviderID)",message="adoptProviderID is set when the VirtualMachine is created and cannot be added, changed or removed"
+// +kubebuilder:validation:XValidation:rule="has(self.imageRef) || has(self.adoptProviderID)",message="imageRef is required, unless the VM adopts an existing backend VM with adoptProviderID"
+// +kubebuilder:validation:XValidation:rule="!has(self.adoptProviderID) || self.migrationPolicy == 'never'",message="an adopted VM cannot be recreated elsewhere: set migrationPolicy to never"
+// +kubebuilder:validation:XValidation:rule="!has(self.adoptProviderID) || !has(self.userData)",message="an adopted VM has booted already; userData is only for VMs banlieue creates"
 type VirtualMachineSpec struct {
 	// classRef names the VMClass (hardware and networks) of the VM. Changing it resizes
 	// the VM where it runs: disks only grow or are added, and the firmware and network
@@ -105,10 +109,26 @@ type VirtualMachineSpec struct {
 	// +default="Pinned"
 	ClassUpdatePolicy ClassUpdatePolicy `json:"classUpdatePolicy,omitempty"`
 
-	// imageRef names the VMImage the VM boots from.
-	// +required
+	// imageRef names the VMImage the VM boots from. It is required, unless the VM adopts
+	// an existing backend VM (adoptProviderID), which came from no banlieue image.
+	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="imageRef is immutable; create a new VirtualMachine to change the image"
 	ImageRef LocalObjectReference `json:"imageRef,omitempty,omitzero"`
+
+	// adoptProviderID names an existing backend VM that banlieue takes over instead of
+	// making one, by its provider ID as status.providerID reports it:
+	// vsphere://<BIOS UUID>, libvirt://<host>/<domain UUID> or proxmox://<cluster>/<vmid>.
+	// The VM is placed on the one Provider whose status.providerIDPrefix starts the ID
+	// and whose adoptionPolicy is Enabled; it is neither cloned nor rebooted. Its
+	// provider marks it as this VM's and refuses it when another machine manages it
+	// already. The class's hardware then applies as for any VM: growth online or at the
+	// next restart, never a shrink. It is set at creation only, requires
+	// migrationPolicy never and leaves out userData.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9+.-]*://[^/[:space:]]+(/[^[:space:]]+)?$')",message="adoptProviderID must be a provider ID such as vsphere://<uuid>, libvirt://<host>/<uuid> or proxmox://<cluster>/<vmid>"
+	AdoptProviderID string `json:"adoptProviderID,omitempty"`
 
 	// placement constrains which Provider and failure domain the VM runs on; leave it
 	// out rather than empty, which constrains nothing.

@@ -55,6 +55,9 @@ type Request struct {
 	AntiAffinity          []Term
 	// Current is the VM's placement in force, if any; it is kept while it is still valid.
 	Current *Location
+	// AdoptProviderID is the backend VM the VM adopts, if any: it can run only on the
+	// Provider that owns that VM, whatever its image, classes or anti-affinity (Adopt).
+	AdoptProviderID string
 }
 
 // Decision is a chosen placement.
@@ -311,6 +314,10 @@ func (s *Scheduler) validate(pr *prepared, loc Location) (*Decision, string) {
 	if why := s.rejectProvider(pr, e, true); why != "" {
 		return nil, fmt.Sprintf("Provider %s: %s", loc.ProviderKey(), why)
 	}
+	if pr.req.AdoptProviderID != "" {
+		// An adopted VM is where it is: no failure domain of the Provider is its choice.
+		return &Decision{Location: loc, Provider: e.p}, ""
+	}
 	d, ok := s.index[loc]
 	if !ok {
 		return nil, fmt.Sprintf("Provider %s no longer has failure domain %s", loc.ProviderKey(), loc.FailureDomain)
@@ -319,6 +326,56 @@ func (s *Scheduler) validate(pr *prepared, loc Location) (*Decision, string) {
 		return nil, fmt.Sprintf("Provider %s failure domain %s: %s", loc.ProviderKey(), domainName(s.domains[d].fd), v)
 	}
 	return &Decision{Location: loc, Provider: e.p}, ""
+}
+
+// Adopt chooses the Provider for a VM that adopts the backend VM req.AdoptProviderID:
+// the one Provider that owns it (its status.providerIDPrefix starts the ID) and lets
+// VMs adopt (adoptionPolicy Enabled), passing the checks every placement makes but the
+// image's, the classes' and anti-affinity's, for the VM is where it is already. The
+// decision names no failure domain. It returns nil with every Provider's rejection when
+// none qualifies, and nil with the qualifying Providers' keys when several do: one ID
+// can name VMs of several Providers (a BIOS UUID on two vCenters), and guessing would
+// seize the wrong one.
+func (s *Scheduler) Adopt(req *Request) (d *Decision, rejections []Rejection, ambiguous []string) {
+	pr := s.prepare(req)
+	var chosen *providerEntry
+	for i := range s.entries {
+		e := &s.entries[i]
+		key := e.p.Namespace + "/" + e.p.Name
+		if why := e.notAdmitted(req); why != "" {
+			rejections = append(rejections, Rejection{Provider: key, Reason: why, NotAdmitted: true})
+			continue
+		}
+		if why := s.rejectProvider(pr, e, false); why != "" {
+			rejections = append(rejections, Rejection{Provider: key, Reason: why})
+			continue
+		}
+		chosen = e
+		ambiguous = append(ambiguous, key)
+	}
+	switch len(ambiguous) {
+	case 0:
+		return nil, rejections, nil
+	case 1:
+		return &Decision{Location: Location{ProviderNamespace: chosen.p.Namespace, ProviderName: chosen.p.Name}, Provider: chosen.p}, nil, nil
+	}
+	return nil, nil, ambiguous
+}
+
+// adoptionMisfit returns why Provider p cannot adopt the backend VM id, or "". A VM
+// adopted already (placed) stays whatever the Provider's adoptionPolicy says now:
+// the policy governs new adoptions only.
+func adoptionMisfit(p *banlieuev1.Provider, id string, placed bool) string {
+	prefix := p.Status.ProviderIDPrefix
+	switch {
+	case prefix == "":
+		return "its provider cannot adopt VMs (status.providerIDPrefix is empty)"
+	case !strings.HasPrefix(id, prefix):
+		return fmt.Sprintf("its VMs' provider IDs start with %s", prefix)
+	case !placed && p.Spec.AdoptionPolicy != banlieuev1.AdoptionPolicyEnabled:
+		return "its adoptionPolicy is not Enabled"
+	}
+	return ""
 }
 
 // FitsClass returns why loc cannot run class, judged by the class alone: the storage
@@ -382,6 +439,9 @@ func (s *Scheduler) rejectProvider(pr *prepared, e *providerEntry, placed bool) 
 		return fmt.Sprintf("no provider controller for class %q has claimed it (status.machineKind is empty)", p.Spec.ProviderClassRef.Name)
 	case !apimeta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ReadyCondition):
 		return "not Ready" + conditionDetail(p, apimeta.FindStatusCondition(p.Status.Conditions, banlieuev1.ReadyCondition))
+	}
+	if req.AdoptProviderID != "" {
+		return adoptionMisfit(p, req.AdoptProviderID, placed)
 	}
 	class := p.Spec.ProviderClassRef.Name
 	src := req.Image.SourceFor(class)

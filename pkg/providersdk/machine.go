@@ -25,6 +25,8 @@ const (
 	OperationDelete = "delete"
 	// OperationRelease removes a machine's identity marks from its VM (Releaser).
 	OperationRelease = "release"
+	// OperationAdopt writes a machine's identity marks on an existing VM (Adopter).
+	OperationAdopt = "adopt"
 )
 
 // Machine is the infrastructure machine a Client acts on.
@@ -172,6 +174,11 @@ type Observation struct {
 	// leaves them out. While the VM is off, or about to be powered off, nothing is
 	// pending: Update makes the changes then.
 	PendingRestart []string
+	// Unclaimed is true, with Exists, when the machine adopts a VM (spec.adoptProviderID)
+	// that carries no machine's identity mark yet: the Reconciler then calls
+	// Adopter.Adopt. It is never set for a machine that does not adopt, nor for one
+	// being deleted.
+	Unclaimed bool
 	// State is the driver's own record of what Observe read (the VM it found, the
 	// listing it searched). The Reconciler hands it back untouched to the Create,
 	// Update or Delete of the same reconcile and never stores it anywhere.

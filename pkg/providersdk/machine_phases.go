@@ -31,7 +31,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, p *banlieue
 		return err
 	}
 	steps := 0
-	if !obs.Task.InFlight() && !obs.Exists {
+	if s.machine.Spec.Adopts() {
+		if obs, err = r.adopt(ctx, cl, s, obs); err != nil {
+			return err
+		}
+	} else if !obs.Task.InFlight() && !obs.Exists {
 		// The image and the user data matter only to Create, and are checked just before it.
 		if err := r.admitImage(ctx, p, s.machine); err != nil {
 			return err
@@ -78,6 +82,43 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, cl Client, p *banlieue
 	s.succeeded = true
 	s.waitingForGuest = obs.WaitingForGuest
 	return nil
+}
+
+// adopt takes over the existing VM an adopting machine names, in place of Create: a VM
+// that carries no mark yet is claimed through the Client's Adopter and observed again;
+// a VM that is not there is never created. It returns the Observation of the VM as the
+// machine's.
+func (r *Reconciler) adopt(ctx context.Context, cl Client, s *scope, obs Observation) (Observation, error) {
+	id := s.machine.Spec.AdoptProviderID
+	switch {
+	case obs.Task.InFlight():
+		return obs, nil
+	case !obs.Exists:
+		return obs, Retryable(infrav1.MachineAdoptionTargetNotFoundReason,
+			"no VM of the Provider has the provider ID %s; the adopted VM is never created, so check adoptProviderID and that the VM exists", id)
+	case !obs.Unclaimed:
+		return obs, nil
+	}
+	ad, ok := cl.(Adopter)
+	if !ok {
+		return obs, AdoptionTargetInvalid(id, fmt.Sprintf("the %s provider cannot adopt VMs", r.class))
+	}
+	res, err := ad.Adopt(ctx, s.machine, obs)
+	if err != nil {
+		return obs, fmt.Errorf("failed to adopt VM: %w", err)
+	}
+	if res.Task.InFlight() {
+		s.observe(obs, res.Task)
+		return obs, &InFlightError{Task: res.Task}
+	}
+	if obs, err = observe(ctx, cl, s.machine); err != nil {
+		return obs, err
+	}
+	if obs.Unclaimed {
+		return obs, &InFlightError{Task: Task{Operation: OperationAdopt}}
+	}
+	ctrl.LoggerFrom(ctx).Info("Adopted backend VM", "providerID", id)
+	return obs, nil
 }
 
 // updateAndRestart brings the VM Observe found in line with the spec, taking the
@@ -142,6 +183,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 	}
 	if s.machine.Releasing() {
 		return r.reconcileRelease(ctx, cl, s, obs)
+	}
+	if s.machine.Spec.Adopts() && (!obs.Exists || obs.Unclaimed) {
+		// An adopting machine owns nothing but the VM it claimed: with no claimed VM there
+		// is nothing of it to clean up, and an unclaimed one is not its to delete.
+		return errGone
 	}
 	res, err := cl.Delete(ctx, s.machine, obs)
 	if err != nil {

@@ -133,6 +133,8 @@ func taskReason(operation string) string {
 		return infrav1.MachineDeletingReason
 	case OperationRelease:
 		return infrav1.MachineReleasingReason
+	case OperationAdopt:
+		return infrav1.MachineAdoptingReason
 	}
 	return infrav1.MachineTaskInFlightReason
 }

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
@@ -164,6 +165,53 @@ type NopReleaser struct{}
 // Release does nothing.
 func (NopReleaser) Release(context.Context, *Machine, Observation) (ReleaseResult, error) {
 	return ReleaseResult{}, nil
+}
+
+// Adopter is an optional interface of a Client: a backend that can take over a VM it
+// did not make. For a machine with spec.adoptProviderID the Reconciler never calls
+// Create. Observe reads the VM the ID names and reports it with Exists and Unclaimed
+// while it carries no machine's identity mark; the Reconciler then calls Adopt, and
+// reads the VM again. Without it, an adopting machine is kept with Ready=False, reason
+// AdoptionTargetInvalid, and the Provider publishes no providerIDPrefix, so core places
+// no adopting VM on it.
+//
+// Observe of an adopting machine reports, for the VM the ID names: one carrying the
+// machine's mark as for any machine; one carrying no mark as Exists and Unclaimed, and
+// as not there (Exists false) once the machine is deleted; one carrying another
+// machine's mark as AlreadyManaged (an error), and as not there once the machine is
+// deleted; no VM as not there, which the Reconciler reports as AdoptionTargetNotFound.
+type Adopter interface {
+	// ProviderIDPrefix is what the provider ID of every VM of the session's Provider
+	// starts with (vsphere://, libvirt://<host>/, proxmox://<cluster>/): the Provider's
+	// status.providerIDPrefix, by which core places an adopting VM.
+	ProviderIDPrefix() string
+
+	// Adopt writes the machine's identity marks on the VM Observe found (obs.Unclaimed),
+	// and nothing else: no clone, no reboot, no change of the VM's hardware. Of two
+	// machines adopting one VM at once exactly one may succeed: the other's Adopt, or its
+	// next Observe, sees the winner's mark (AlreadyManaged). A long backend operation is
+	// returned as a Task and polled through Observe.
+	Adopt(ctx context.Context, m *Machine, obs Observation) (AdoptResult, error)
+}
+
+// AdoptResult is what Adopt started.
+type AdoptResult struct {
+	// Task is the backend task writing the marks, if it is asynchronous.
+	Task Task
+}
+
+// AlreadyManaged is the error Observe returns for an adopting machine whose VM carries
+// another machine's identity mark. It does not name the other machine, which may be
+// another tenant's.
+func AlreadyManaged(providerID string) error {
+	return Retryable(infrav1.MachineAlreadyManagedReason,
+		"the VM %s is managed by another machine already; it is left alone", providerID)
+}
+
+// AdoptionTargetInvalid is the error for an adoptProviderID that names what cannot be
+// adopted, such as a template or an ID of another form; why says which.
+func AdoptionTargetInvalid(providerID, why string) error {
+	return Permanent(infrav1.MachineAdoptionTargetInvalidReason, "adoptProviderID %s cannot be adopted: %s", providerID, why)
 }
 
 // OrphanLister is an optional interface of a Client: a backend that can list, in a

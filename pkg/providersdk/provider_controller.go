@@ -181,6 +181,10 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		r.backoff.Forget(p.UID)
 		status.FailureDomains = inv.FailureDomains
 		status.FailureDomainSummary = failureDomainSummary(inv.FailureDomains)
+		status.ProviderIDPrefix = ""
+		if ad, ok := cl.(Adopter); ok {
+			status.ProviderIDPrefix = ad.ProviderIDPrefix()
+		}
 		set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
 		set(banlieuev1.ProviderCredentialsValidCondition, true, banlieuev1.ProviderCredentialsValidReason, "")
 		set(banlieuev1.ReadyCondition, true, banlieuev1.ProviderReadyReason, "")

@@ -75,15 +75,39 @@ func (vm *VM) setPower(p banlieuev1.PowerState) {
 // Driver is the test provider's providersdk.Driver. Its backend is a map of VMs keyed by
 // machine UID that outlives its sessions, as a real backend outlives a provider process.
 type Driver struct {
-	mu      sync.Mutex
-	vms     map[types.UID]VM
-	creates int
+	mu  sync.Mutex
+	vms map[types.UID]VM
+	// unmanaged are VMs no machine made or claimed, by provider ID: what a machine may
+	// adopt.
+	unmanaged map[string]VM
+	creates   int
 }
 
 var _ providersdk.Driver = &Driver{}
 
 // NewDriver returns a Driver with an empty backend.
-func NewDriver() *Driver { return &Driver{vms: map[types.UID]VM{}} }
+func NewDriver() *Driver { return &Driver{vms: map[types.UID]VM{}, unmanaged: map[string]VM{}} }
+
+// ProviderIDPrefix starts the provider ID of every test VM.
+const ProviderIDPrefix = "test://"
+
+// AddUnmanaged puts on the backend a running VM of cpus CPUs that no machine made, as
+// a person would, and returns its provider ID, for a machine to adopt.
+func (d *Driver) AddUnmanaged(name string, cpus int32) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	vm := VM{ProviderID: ProviderIDPrefix + "unmanaged-" + name, PowerState: banlieuev1.PowerStatePoweredOn, Starts: 1, CPUs: cpus}
+	d.unmanaged[vm.ProviderID] = vm
+	return vm.ProviderID
+}
+
+// Unmanaged returns the VM of providerID that no machine has claimed, if there is one.
+func (d *Driver) Unmanaged(providerID string) (VM, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	vm, ok := d.unmanaged[providerID]
+	return vm, ok
+}
 
 // NewReconciler returns the SDK's Reconciler for TestMachines, backed by d.
 func NewReconciler(c client.Client, d *Driver, opts ...providersdk.Option) *providersdk.Reconciler {
@@ -132,6 +156,9 @@ func cloneTask(m *providersdk.Machine) providersdk.Task {
 // ready, a VM reports a clone in flight.
 func (s *session) Observe(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	vm, ok := s.driver.VM(m.UID)
+	if m.Spec.Adopts() && (!ok || vm.ProviderID != m.Spec.AdoptProviderID) {
+		return s.driver.observeUnclaimed(m)
+	}
 	if !ok || vm.Released {
 		return providersdk.Observation{}, nil
 	}
@@ -202,6 +229,43 @@ func (s *session) Delete(_ context.Context, m *providersdk.Machine, _ providersd
 	defer d.mu.Unlock()
 	delete(d.vms, m.UID)
 	return providersdk.DeleteResult{}, nil
+}
+
+// observeUnclaimed reports the VM an adopting machine names that is not the machine's:
+// unclaimed, another machine's, or none, as the Adopter contract says.
+func (d *Driver) observeUnclaimed(m *providersdk.Machine) (providersdk.Observation, error) {
+	id := m.Spec.AdoptProviderID
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if vm, ok := d.unmanaged[id]; ok && !m.Deleting {
+		return providersdk.Observation{Exists: true, Unclaimed: true, ProviderID: id, PowerState: vm.PowerState}, nil
+	}
+	for _, vm := range d.vms {
+		if vm.ProviderID == id && !vm.Released && !m.Deleting {
+			return providersdk.Observation{}, providersdk.AlreadyManaged(id)
+		}
+	}
+	return providersdk.Observation{}, nil
+}
+
+var _ providersdk.Adopter = (*session)(nil)
+
+// ProviderIDPrefix returns ProviderIDPrefix.
+func (s *session) ProviderIDPrefix() string { return ProviderIDPrefix }
+
+// Adopt makes the unclaimed VM the machine's, as it is: its power, boot and CPUs stay.
+// Another machine that claimed it first wins.
+func (s *session) Adopt(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.AdoptResult, error) {
+	d := s.driver
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	vm, ok := d.unmanaged[m.Spec.AdoptProviderID]
+	if !ok {
+		return providersdk.AdoptResult{}, providersdk.AlreadyManaged(m.Spec.AdoptProviderID)
+	}
+	delete(d.unmanaged, vm.ProviderID)
+	d.vms[m.UID] = vm
+	return providersdk.AdoptResult{}, nil
 }
 
 // held keeps op (a delete or a release) in flight, as on a slow backend, while the

@@ -67,7 +67,7 @@ spec:
 		want: "spec.classRef: Required value",
 	},
 	{
-		name: "A VirtualMachine without imageRef is rejected.",
+		name: "A VirtualMachine with neither imageRef nor adoptProviderID is rejected.",
 		manifest: `
 apiVersion: banlieue.io/v1alpha1
 kind: VirtualMachine
@@ -77,7 +77,7 @@ spec:
   classRef:
     name: small
 `,
-		want: "spec.imageRef: Required value",
+		want: "imageRef is required, unless the VM adopts an existing backend VM with adoptProviderID",
 	},
 	{
 		name: "A VirtualMachine whose classRef has an empty name is rejected.",
@@ -323,6 +323,38 @@ spec:
 		name:     "A machine whose deletionPolicy is neither Delete nor Retain is rejected.",
 		manifest: machine("LibvirtMachine", "deletion-orphan", "", "  deletionPolicy: Orphan\n"),
 		want:     `spec.deletionPolicy: Unsupported value: "Orphan": supported values: "Delete", "Retain"`,
+	},
+	{
+		name:     "A VirtualMachine that adopts a VM without migrationPolicy never is rejected.",
+		manifest: adoptingVM("adopt-migrates", "vsphere://4214a4ef-0000-0000-0000-000000000001", ""),
+		want:     "an adopted VM cannot be recreated elsewhere: set migrationPolicy to never",
+	},
+	{
+		name:     "A VirtualMachine that adopts a VM with userData is rejected.",
+		manifest: adoptingVM("adopt-userdata", "vsphere://4214a4ef-0000-0000-0000-000000000001", "  migrationPolicy: never\n  userData:\n    secretRef:\n      name: ud\n"),
+		want:     "an adopted VM has booted already; userData is only for VMs banlieue creates",
+	},
+	{
+		name:     "A VirtualMachine whose adoptProviderID is no provider ID is rejected.",
+		manifest: adoptingVM("adopt-garbage", "4214a4ef 0000", "  migrationPolicy: never\n"),
+		want:     "adoptProviderID must be a provider ID such as vsphere://<uuid>, libvirt://<host>/<uuid> or proxmox://<cluster>/<vmid>",
+	},
+	{
+		name:     "Changing a VirtualMachine's adoptProviderID is rejected.",
+		before:   adoptingVM("adopt-change", "proxmox://pve-a/101", "  migrationPolicy: never\n"),
+		manifest: adoptingVM("adopt-change", "proxmox://pve-a/102", "  migrationPolicy: never\n"),
+		want:     "adoptProviderID is set when the VirtualMachine is created and cannot be added, changed or removed",
+	},
+	{
+		name:     "Adding adoptProviderID to a VirtualMachine is rejected.",
+		before:   replaceOnce(baseVMNamed("adopt-add"), "spec:\n", "spec:\n  migrationPolicy: never\n"),
+		manifest: replaceOnce(baseVMNamed("adopt-add"), "spec:\n", "spec:\n  migrationPolicy: never\n  adoptProviderID: proxmox://pve-a/101\n"),
+		want:     "adoptProviderID is set when the VirtualMachine is created and cannot be added, changed or removed",
+	},
+	{
+		name:     "A Provider whose adoptionPolicy is neither Disabled nor Enabled is rejected.",
+		manifest: baseProvider + "  adoptionPolicy: Always\n",
+		want:     `spec.adoptionPolicy: Unsupported value: "Always": supported values: "Disabled", "Enabled"`,
 	},
 	{
 		name:     "Changing a VirtualMachine's imageRef is rejected as immutable.",
@@ -1391,6 +1423,12 @@ func TestMachineCRDsCarryContractLabels(t *testing.T) {
 
 // baseVMNamed returns baseVM with the given name.
 func baseVMNamed(name string) string { return fmt.Sprintf(baseVM, name) }
+
+// adoptingVM is a VirtualMachine without an image that adopts the backend VM id, with
+// extra appended to its spec.
+func adoptingVM(name, id, extra string) string {
+	return replaceOnce(baseVMNamed(name), "  imageRef:\n    name: ubuntu-22-04\n", "  adoptProviderID: "+id+"\n"+extra)
+}
 
 // replaceOnce replaces the first old in s with replacement, and panics when s has no
 // old, so a case cannot silently send an unchanged object.

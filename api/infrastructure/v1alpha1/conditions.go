@@ -136,6 +136,24 @@ const (
 	// backend VM's identity marks are being removed; the VM itself is left as it is.
 	MachineReleasingReason = "Releasing"
 
+	// MachineAdoptingReason: the provider is marking the existing VM
+	// that spec.adoptProviderID names as the machine's.
+	MachineAdoptingReason = "Adopting"
+
+	// MachineAdoptionTargetNotFoundReason: no VM of the Provider has
+	// spec.adoptProviderID, or the adopted VM was deleted behind banlieue's back: the
+	// provider never creates one in its place.
+	MachineAdoptionTargetNotFoundReason = "AdoptionTargetNotFound"
+
+	// MachineAdoptionTargetInvalidReason: spec.adoptProviderID names
+	// what cannot be adopted: a template, an ID of another Provider's form, or one
+	// several VMs share.
+	MachineAdoptionTargetInvalidReason = "AdoptionTargetInvalid"
+
+	// MachineAlreadyManagedReason: the VM spec.adoptProviderID names
+	// carries another machine's identity mark: it is that machine's, and left alone.
+	MachineAlreadyManagedReason = "AlreadyManaged"
+
 	// MachineRetainNotSupportedReason: the machine is deleted under deletionPolicy Retain
 	// but its provider cannot release a backend VM; the VM is kept, and so is the machine,
 	// until its deletionPolicy is Delete.

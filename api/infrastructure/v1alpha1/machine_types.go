@@ -189,8 +189,9 @@ type MachineSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]/]')",message="failureDomain must be a failure domain name, without '/' or control characters"
 	FailureDomain string `json:"failureDomain,omitempty"`
 
-	// image is the image source for this machine's provider class.
-	// +required
+	// image is the image source for this machine's provider class; unset for a machine
+	// that adopts an existing VM (adoptProviderID).
+	// +optional
 	Image MachineImage `json:"image,omitempty,omitzero"`
 
 	// hardware is the machine's CPUs, memory and firmware.
@@ -227,6 +228,17 @@ type MachineSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
+
+	// adoptProviderID names the existing backend VM the machine takes over instead of
+	// creating one; core copies the VirtualMachine's. The provider never creates a VM for
+	// such a machine: it marks the VM the ID names as the machine's, unless another
+	// machine's mark is on it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9+.-]*://[^/[:space:]]+(/[^[:space:]]+)?$')",message="adoptProviderID must be a provider ID such as vsphere://<uuid>, libvirt://<host>/<uuid> or proxmox://<cluster>/<vmid>"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="adoptProviderID is immutable"
+	AdoptProviderID string `json:"adoptProviderID,omitempty"`
 
 	// deletionPolicy says what deleting the machine does to its backend VM: Delete (the
 	// meaning of unset) destroys it; Retain removes only banlieue's marks from it and
@@ -276,6 +288,10 @@ type MachineRestart struct {
 
 // Retains reports whether deleting the machine should leave its backend VM in place.
 func (s MachineSpec) Retains() bool { return s.DeletionPolicy == banlieuev1.DeletionPolicyRetain }
+
+// Adopts reports whether the machine takes over an existing backend VM
+// (adoptProviderID) instead of creating one.
+func (s MachineSpec) Adopts() bool { return s.AdoptProviderID != "" }
 
 // TaskReference is a backend task that is in flight for a machine.
 type TaskReference struct {

@@ -24,6 +24,7 @@ var progressingReasons = map[string]bool{
 	infrav1.MachineUpdatingReason:                  true,
 	infrav1.MachineDeletingReason:                  true,
 	infrav1.MachineReleasingReason:                 true,
+	infrav1.MachineAdoptingReason:                  true,
 	banlieuev1.VirtualMachineMachineNotFoundReason: true,
 	banlieuev1.VirtualMachineMachineNotReadyReason: true,
 }
@@ -97,6 +98,10 @@ func lifecycleEvents(before, after *banlieuev1.VirtualMachine) []lifecycleEvent 
 	}
 	if phase != nil {
 		out = append(out, *phase)
+	}
+	if id := after.Spec.AdoptProviderID; id != "" && before.Status.ProviderID == "" && after.Status.ProviderID != "" {
+		out = append(out, lifecycleEvent{corev1.EventTypeNormal, banlieuev1.VirtualMachineAdoptedReason, "Adopt",
+			"Took over backend VM " + id + " on Provider " + locationOf(after).ProviderKey() + " as it was: no clone, no restart"})
 	}
 	if restarted(before, after) {
 		out = append(out, lifecycleEvent{corev1.EventTypeNormal, banlieuev1.VirtualMachineRestartedReason, "Restart",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -71,6 +72,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		{live, vm.Spec.ClassRef.Name, "VMClass", banlieuev1.VirtualMachineClassNotFoundReason, "create it, or set spec.classRef to a class that exists"},
 		{image, vm.Spec.ImageRef.Name, "VMImage", banlieuev1.VirtualMachineImageNotFoundReason, "create it (the VM's reference cannot be changed)"},
 	} {
+		if ref.obj == image && vm.Spec.AdoptProviderID != "" {
+			// An adopted VM came from no banlieue image: image stays empty.
+			continue
+		}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.name}, ref.obj); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return fmt.Errorf("failed to get %s %s: %w", ref.kind, ref.name, err)
@@ -134,6 +139,16 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		req.Current = nil
 	}
 
+	if vm.Spec.AdoptProviderID != "" {
+		d, reason, msg, err := r.adoptionPlacement(ctx, vm, sched, req)
+		if err != nil || d == nil {
+			if err == nil {
+				setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, reason, msg)
+			}
+			return err
+		}
+		return r.place(ctx, s, d, class, image)
+	}
 	d, rejections := sched.Schedule(req, r.load(ctx))
 	if d == nil {
 		// Cut as setCondition cuts it, so that the comparison below holds for a long one.
@@ -144,6 +159,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, false, banlieuev1.VirtualMachineNoCandidateReason, msg)
 		return nil
 	}
+	return r.place(ctx, s, d, class, image)
+}
+
+// place records the decision d as the VM's placement, then creates its machine there.
+func (r *Reconciler) place(ctx context.Context, s *scope, d *placement.Decision, class *banlieuev1.VMClass, image *banlieuev1.VMImage) error {
+	vm := s.vm
 	kind := d.Provider.Status.MachineKind
 	vm.Status.Scheduled = banlieuev1.ScheduledPlacement{
 		ProviderName:      d.ProviderName,
@@ -175,13 +196,43 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	// its machine exists; it is recorded even when creating the machine failed, and the
 	// reconcile that creates it later reports MachineCreated.
 	s.placed = true
-	err = r.ensureMachine(ctx, s, d, class, image)
+	err := r.ensureMachine(ctx, s, d, class, image)
 	note := fmt.Sprintf("Placed on Provider %s, failure domain %q", d.ProviderKey(), d.FailureDomain)
+	if vm.Spec.AdoptProviderID != "" {
+		note = fmt.Sprintf("Placed on Provider %s to adopt %s", d.ProviderKey(), vm.Spec.AdoptProviderID)
+	}
 	if s.created {
 		note += fmt.Sprintf("; created %s %s", kind.Kind, vm.Name)
 	}
 	r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineScheduledReason, "Schedule", "%s", note)
 	return err
+}
+
+// adoptionPlacement chooses the Provider of a VM that adopts a backend VM; with no
+// decision it returns the Scheduled reason and message that say why. Another VM of the
+// namespace adopting the same backend VM is refused here, early and by name; the
+// providers' claim on the backend is what makes two adoptions from anywhere safe.
+func (r *Reconciler) adoptionPlacement(ctx context.Context, vm *banlieuev1.VirtualMachine, sched *placement.Scheduler, req *placement.Request) (*placement.Decision, string, string, error) {
+	peers := &banlieuev1.VirtualMachineList{}
+	if err := r.Client.List(ctx, peers, client.InNamespace(vm.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, "", "", fmt.Errorf("failed to list VirtualMachines: %w", err)
+	}
+	for i := range peers.Items {
+		if p := &peers.Items[i]; p.UID != vm.UID && p.Spec.AdoptProviderID == vm.Spec.AdoptProviderID {
+			return nil, banlieuev1.VirtualMachineAdoptionConflictReason,
+				fmt.Sprintf("VirtualMachine %s adopts %s already; delete one of the two", p.Name, vm.Spec.AdoptProviderID), nil
+		}
+	}
+	d, rejections, ambiguous := sched.Adopt(req)
+	switch {
+	case d != nil:
+		return d, "", "", nil
+	case len(ambiguous) > 0:
+		return nil, banlieuev1.VirtualMachineAdoptionAmbiguousReason,
+			fmt.Sprintf("Providers %s could each adopt %s; narrow spec.placement.providerSelector to one", strings.Join(ambiguous, ", "), vm.Spec.AdoptProviderID), nil
+	}
+	msg := truncate(fmt.Sprintf("no Provider can adopt %s: %s", vm.Spec.AdoptProviderID, placement.Message(vm.Namespace, rejections)), maxConditionMessageBytes)
+	return nil, banlieuev1.VirtualMachineAdoptionNoProviderReason, msg, nil
 }
 
 // handleInvalidPlacement applies the VM's migration policy to a placement that no longer
@@ -244,7 +295,7 @@ func (r *Reconciler) placementRequest(ctx context.Context, vm *banlieuev1.Virtua
 	if err != nil {
 		return nil, err
 	}
-	req := &placement.Request{Namespace: vm.Namespace, NamespaceLabels: nsLabels, Class: class, Image: image}
+	req := &placement.Request{Namespace: vm.Namespace, NamespaceLabels: nsLabels, Class: class, Image: image, AdoptProviderID: vm.Spec.AdoptProviderID}
 	if req.ProviderSelector, err = selector("spec.placement.providerSelector", vm.Spec.Placement.ProviderSelector); err != nil {
 		return nil, err
 	}
@@ -441,13 +492,10 @@ func (r *Reconciler) markPaused(ctx context.Context, m *unstructured.Unstructure
 
 // machineSpec resolves the VM's class, image and placement into the contract's spec.
 func machineSpec(vm *banlieuev1.VirtualMachine, d *placement.Decision, class *banlieuev1.VMClass, image *banlieuev1.VMImage) infrav1.MachineSpec {
-	src := image.SourceFor(d.Provider.Spec.ProviderClassRef.Name)
 	spec := infrav1.MachineSpec{
-		ProviderRef:   infrav1.ProviderRef{Namespace: d.ProviderNamespace, Name: d.ProviderName},
-		FailureDomain: d.FailureDomain,
-		Image: infrav1.MachineImage{
-			Name: image.Name, Kind: src.Kind, Ref: src.Ref, ImportFrom: src.ImportFrom, Checksum: src.Checksum,
-		},
+		ProviderRef:     infrav1.ProviderRef{Namespace: d.ProviderNamespace, Name: d.ProviderName},
+		FailureDomain:   d.FailureDomain,
+		AdoptProviderID: vm.Spec.AdoptProviderID,
 		Hardware: infrav1.MachineHardware{
 			CPUs: class.Spec.Hardware.CPUs, MemoryMiB: class.Spec.Hardware.MemoryMiB, Firmware: class.Spec.Firmware,
 		},
@@ -458,8 +506,11 @@ func machineSpec(vm *banlieuev1.VirtualMachine, d *placement.Decision, class *ba
 	if vm.Spec.UserData.IsDefined() {
 		spec.UserData = vm.Spec.UserData.DeepCopy()
 	}
-	if row := image.ProviderStatus(d.ProviderNamespace, d.ProviderName); row != nil {
-		spec.Image.ResolvedRef = row.ResolvedRef
+	if src := image.SourceFor(d.Provider.Spec.ProviderClassRef.Name); src != nil {
+		spec.Image = infrav1.MachineImage{Name: image.Name, Kind: src.Kind, Ref: src.Ref, ImportFrom: src.ImportFrom, Checksum: src.Checksum}
+		if row := image.ProviderStatus(d.ProviderNamespace, d.ProviderName); row != nil {
+			spec.Image.ResolvedRef = row.ResolvedRef
+		}
 	}
 	for _, disk := range class.Spec.Hardware.Disks {
 		spec.Disks = append(spec.Disks, infrav1.MachineDisk{

@@ -2,6 +2,9 @@ package vsphere
 
 import (
 	"context"
+	"regexp"
+	"strings"
+	"sync"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
@@ -11,6 +14,13 @@ import (
 // ExtraConfigMachineUID is the extraConfig key that holds the machine's UID on its VM,
 // next to the instance UUID, so a lookup can check that a VM is really the machine's.
 const ExtraConfigMachineUID = "banlieue.machine.uid"
+
+// providerIDPrefix starts every provider ID of the driver: "vsphere://<BIOS UUID>". A
+// BIOS UUID names no vCenter, so the prefix is the same for every Provider.
+const providerIDPrefix = "vsphere://"
+
+// biosUUIDs are the BIOS UUIDs vSphere writes: 32 hex digits in 8-4-4-4-12 groups.
+var biosUUIDs = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // vmNames are the names vSphere takes for a VM: any characters (a '.' among them), at
 // most 80.
@@ -91,4 +101,132 @@ func nameConflict(m *providersdk.Machine) error {
 	return providersdk.Permanent(infrav1.MachineNameConflictReason,
 		"a VM named %q already exists in the target folder and is not this machine's (it lacks instance UUID %s); rename or remove it",
 		vmName(m.Namespace, m.Name), m.UID)
+}
+
+// adoptedVM finds the VM an adopting machine's spec.adoptProviderID names by its BIOS
+// UUID and reads it; nil when there is none. vSphere does not keep BIOS UUIDs unique:
+// of several VMs with it, the one that carries the machine's UID is the machine's (a
+// copy made after the adoption does not take its VM away), and otherwise the ID names
+// no one VM (AdoptionTargetInvalid). An ID of another form is AdoptionTargetInvalid.
+func (s *session) adoptedVM(ctx context.Context, m *providersdk.Machine) (*vcenter.VM, error) {
+	id := m.Spec.AdoptProviderID
+	uuid, ok := strings.CutPrefix(id, providerIDPrefix)
+	if !ok || !biosUUIDs.MatchString(uuid) {
+		return nil, providersdk.AdoptionTargetInvalid(id, "it is not of the form "+providerIDPrefix+"<BIOS UUID>")
+	}
+	// vCenter writes BIOS UUIDs in lower case, and providerID reports them so.
+	refs, err := s.vc.FindVMsByBIOSUUID(ctx, strings.ToLower(uuid))
+	if err != nil {
+		return nil, err
+	}
+	var found []*vcenter.VM
+	for _, ref := range refs {
+		vm, err := s.vc.ReadVM(ctx, ref)
+		if vcenter.IsNotFound(err) {
+			continue // deleted since the search
+		}
+		if err != nil {
+			return nil, err
+		}
+		if vm.Identity == string(m.UID) {
+			return vm, nil
+		}
+		found = append(found, vm)
+	}
+	switch {
+	case len(found) == 0:
+		return nil, nil
+	case len(found) > 1 && m.Deleting:
+		return nil, nil // none of them is the machine's: nothing to let go or delete
+	case len(found) > 1:
+		return nil, providersdk.AdoptionTargetInvalid(id, "several VMs share this BIOS UUID")
+	}
+	return found[0], nil
+}
+
+// checkScope refuses a VM outside what the Provider offers: outside its datacenter
+// (parameters.datacenter, a name or an inventory path) or its folder (parameters.folder,
+// an inventory path, or one relative to the datacenter's VM folder). Without it, a
+// tenant could adopt, and then change or delete, any VM the Provider's vCenter user sees.
+// A Provider that pins neither offers the whole inventory, and costs no call. The error
+// names only the provider ID, not where the VM is.
+func (s *session) checkScope(ctx context.Context, id string, vm *vcenter.VM) error {
+	dc, folder := s.params.datacenter, s.params.folder
+	if dc == "" && folder == "" {
+		return nil
+	}
+	loc, err := s.vc.Locate(ctx, vm.Ref)
+	if err != nil {
+		return err
+	}
+	trim := func(p string) string { return strings.Trim(p, "/") }
+	inDatacenter := dc == "" || dc == loc.DatacenterName || trim(dc) == trim(loc.DatacenterPath)
+	root := folder
+	if !strings.HasPrefix(folder, "/") {
+		root = loc.DatacenterPath + "/vm/" + folder
+	}
+	inFolder := folder == "" || loc.DatacenterPath != "" && providersdk.WithinPath(loc.ParentPath, root)
+	if inDatacenter && inFolder {
+		return nil
+	}
+	return providersdk.Permanent(infrav1.MachineNotPermittedReason,
+		"the VM %s is outside the datacenter and folder the Provider offers (parameters.datacenter, parameters.folder); it is left alone", id)
+}
+
+// claims serialises, per VM, the claims (Adopt) that one session makes: a claim reads
+// the VM's mark again and writes its own only when there is none, under the VM's lock.
+// vCenter also refuses a claim whose changeVersion is stale, which settles claims of
+// different processes; the lock settles those of one process where the backend does not
+// check (vcsim), and the claim task it remembers keeps a second claim waiting until the
+// first one's mark is readable.
+type claims struct {
+	mu   sync.Mutex
+	byVM map[vcenter.Ref]*claim
+}
+
+// claim is one VM's claim lock.
+type claim struct {
+	sync.Mutex
+	// users counts the holders and waiters of the lock; guarded by claims.mu.
+	users int
+	// task is the claim task last started on the VM, "" once it is known to have ended;
+	// guarded by the claim's lock.
+	task string
+}
+
+// lock takes the claim lock of vm, and returns it with the function that releases it.
+// A VM's entry goes once no one holds or waits for its lock and no claim task of it is
+// remembered; forget drops it once a mark is seen.
+func (c *claims) lock(vm vcenter.Ref) (*claim, func()) {
+	c.mu.Lock()
+	if c.byVM == nil {
+		c.byVM = map[vcenter.Ref]*claim{}
+	}
+	cl := c.byVM[vm]
+	if cl == nil {
+		cl = &claim{}
+		c.byVM[vm] = cl
+	}
+	cl.users++
+	c.mu.Unlock()
+	cl.Lock()
+	return cl, func() {
+		keep := cl.task != ""
+		cl.Unlock()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if cl.users--; cl.users == 0 && !keep {
+			delete(c.byVM, vm)
+		}
+	}
+}
+
+// forget drops what the session remembers of vm's claims once vm carries a mark: any
+// later claim reads that mark and stops, so the claim task need not be waited for.
+func (c *claims) forget(vm vcenter.Ref) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.byVM[vm]; cl != nil && cl.users == 0 {
+		delete(c.byVM, vm)
+	}
 }

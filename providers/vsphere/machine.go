@@ -14,8 +14,9 @@ import (
 
 // Observe finds the machine's VM by its instance UUID and reports its state, reading the
 // VM in one property collector call; the VM it read travels in Observation.State to the
-// Create, Update or Delete that follows. It polls the machine's recorded task first. It
-// never changes vCenter.
+// Create, Update, Delete, Release or Adopt that follows. The VM of an adopting machine is
+// found by its BIOS UUID instead (observeAdopted). It polls the machine's recorded task
+// first. It never changes vCenter.
 func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	running, err := s.pollTask(ctx, m)
 	if err != nil {
@@ -26,6 +27,9 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		// reconciler is concerned, so a machine deleted now waits for it instead of
 		// leaving it behind. Until the clone ends, a poll is this one task read.
 		return providersdk.Observation{Exists: true, Task: m.Task}, nil
+	}
+	if m.Spec.Adopts() {
+		return s.observeAdopted(ctx, m, running)
 	}
 	vm, err := s.findVM(ctx, m)
 	if err != nil {
@@ -44,6 +48,61 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 	if running {
 		o.Task = m.Task
 	}
+	return o, nil
+}
+
+// observeAdopted reports the VM an adopting machine's spec.adoptProviderID names, found
+// by its BIOS UUID (adoptedVM): its own (it carries the machine's UID) as any machine's
+// VM; one without a mark as Exists and Unclaimed, for Adopt to claim; one with another
+// machine's UID as AlreadyManaged. A template, or a VM outside the Provider's datacenter
+// and folder, is refused. For a deleted machine only its own VM is there: one never
+// claimed, another's, or one a Release let go (deletionPolicy Retain) is not. A task
+// still running is reported whatever is found, so that the Reconciler waits for it.
+func (s *session) observeAdopted(ctx context.Context, m *providersdk.Machine, running bool) (providersdk.Observation, error) {
+	vm, err := s.adoptedVM(ctx, m)
+	if err != nil {
+		return providersdk.Observation{}, err
+	}
+	var inFlight providersdk.Task
+	if running {
+		inFlight = m.Task
+	}
+	id := m.Spec.AdoptProviderID
+	mine := vm != nil && vm.Identity == string(m.UID)
+	switch {
+	case vm == nil, m.Deleting && !mine:
+		return providersdk.Observation{Task: inFlight}, nil
+	case vm.Template:
+		return providersdk.Observation{}, providersdk.AdoptionTargetInvalid(id, "it is a template")
+	}
+	if err := s.checkScope(ctx, id, vm); err != nil {
+		if vcenter.IsNotFound(err) {
+			return providersdk.Observation{Task: inFlight}, nil // deleted since it was read
+		}
+		return providersdk.Observation{}, err
+	}
+	if vm.Identity != "" {
+		// The claim race is over: a claim made now reads this mark and stops.
+		s.claims.forget(vm.Ref)
+	}
+	switch {
+	case vm.Identity == "":
+		return providersdk.Observation{
+			Exists:     true,
+			Unclaimed:  true,
+			ProviderID: providerID(vm),
+			PowerState: powerState(vm.Power),
+			Task:       inFlight,
+			State:      vm,
+		}, nil
+	case !mine:
+		return providersdk.Observation{}, providersdk.AlreadyManaged(id)
+	}
+	if isShutdown(m.Task) && vm.Power == vcenter.PoweredOn && !m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout) {
+		inFlight = m.Task
+	}
+	o := s.observe(ctx, m, vm)
+	o.Task = inFlight
 	return o, nil
 }
 
@@ -91,7 +150,7 @@ func providerID(vm *vcenter.VM) string {
 	if vm.UUID == "" {
 		return ""
 	}
-	return "vsphere://" + vm.UUID
+	return providerIDPrefix + vm.UUID
 }
 
 // powerState maps vSphere's power state.
@@ -170,7 +229,9 @@ var _ providersdk.Releaser = (*session)(nil)
 // released reports whether vm, found by the machine's instance UUID, is one a Release
 // let go: the machine is deleted under deletionPolicy Retain and the VM no longer
 // carries its UID in extraConfig. The instance UUID stays, so without this the VM would
-// read as a clone still in flight (checkIdentity) and be waited for forever.
+// read as a clone still in flight (checkIdentity) and be waited for forever. An adopted
+// VM, found by its BIOS UUID, is a deleted machine's only while it carries the UID (see
+// observeAdopted), which covers a release as well.
 func released(vm *vcenter.VM, m *providersdk.Machine) bool {
 	return m.Releasing() && vm.Identity != string(m.UID)
 }
@@ -198,4 +259,67 @@ func (s *session) Release(ctx context.Context, m *providersdk.Machine, obs provi
 		return providersdk.ReleaseResult{}, err
 	}
 	return providersdk.ReleaseResult{Task: task(ref, providersdk.OperationRelease)}, nil
+}
+
+var _ providersdk.Adopter = (*session)(nil)
+
+// ProviderIDPrefix is "vsphere://", which starts every provider ID of the driver. A
+// BIOS UUID names no vCenter, so every vSphere Provider publishes the same prefix.
+func (s *session) ProviderIDPrefix() string { return providerIDPrefix }
+
+// Adopt claims the VM Observe found unclaimed for the machine: one ReconfigVM task
+// writes the machine's UID to its extraConfig (ExtraConfigMachineUID) and changes
+// nothing else: power, hardware, the instance UUID and the BIOS UUID stay. The
+// reconfiguration names the config.changeVersion Observe read, so that vCenter refuses
+// it when the VM changed since (ConcurrentAccess): of two claims of one VM, one wins.
+// Within the session the claim reads the mark again under the VM's claim lock first,
+// and waits for a claim task started before it, so that two machines of one process
+// cannot both claim where vCenter does not check (vcsim). A VM that carries the
+// machine's UID already needs nothing; one that carries another's is AlreadyManaged.
+func (s *session) Adopt(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.AdoptResult, error) {
+	if obs.Task.InFlight() {
+		return providersdk.AdoptResult{}, providersdk.InFlight(obs.Task.Operation, obs.Task.Ref)
+	}
+	vm, err := observedVM(obs)
+	if err != nil {
+		return providersdk.AdoptResult{}, err
+	}
+	cl, unlock := s.claims.lock(vm.Ref)
+	defer unlock()
+	if cl.task != "" {
+		// The mark of a claim this session started is readable only once its task ends.
+		info, err := s.vc.PollTask(ctx, cl.task)
+		if err != nil {
+			return providersdk.AdoptResult{}, err
+		}
+		if info.State == vcenter.TaskRunning {
+			return providersdk.AdoptResult{}, providersdk.InFlight(providersdk.OperationAdopt, "")
+		}
+		cl.task = ""
+	}
+	identity, err := s.vc.Identity(ctx, vm.Ref)
+	if vcenter.IsNotFound(err) {
+		// Deleted since Observe: the next Observe says so.
+		return providersdk.AdoptResult{}, providersdk.InFlight(providersdk.OperationAdopt, "")
+	}
+	if err != nil {
+		return providersdk.AdoptResult{}, err
+	}
+	switch identity {
+	case string(m.UID):
+		return providersdk.AdoptResult{}, nil
+	case "":
+	default:
+		return providersdk.AdoptResult{}, providersdk.AlreadyManaged(m.Spec.AdoptProviderID)
+	}
+	ref, err := s.vc.SetExtraConfig(ctx, vm, map[string]string{ExtraConfigMachineUID: string(m.UID)})
+	if vcenter.IsConcurrentAccess(err) || vcenter.IsNotFound(err) {
+		// The VM changed, or went, since Observe read it: the next Observe reads it again.
+		return providersdk.AdoptResult{}, providersdk.InFlight(providersdk.OperationAdopt, "")
+	}
+	if err != nil {
+		return providersdk.AdoptResult{}, err
+	}
+	cl.task = ref
+	return providersdk.AdoptResult{Task: task(ref, providersdk.OperationAdopt)}, nil
 }

@@ -39,6 +39,9 @@ type session struct {
 	mu        sync.Mutex
 	inventory *inventory
 
+	// claims serialises the adoptions of each VM (Adopt).
+	claims claims
+
 	imports *providersdk.Imports
 }
 

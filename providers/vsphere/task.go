@@ -23,8 +23,8 @@ func isShutdown(t providersdk.Task) bool { return strings.HasPrefix(t.Ref, shutd
 
 // pollTask reads the state of the machine's recorded task in one property read: running
 // or not. A failed task is a providersdk.TaskFailedError, except a clone that failed
-// because a VM with the name exists: that VM is adopted when it carries the machine's
-// UID.
+// because a VM with the name exists (that VM is adopted when it carries the machine's
+// UID) and a claim (Adopt) that lost a race: see taskFailed.
 func (s *session) pollTask(ctx context.Context, m *providersdk.Machine) (running bool, err error) {
 	if !m.Task.InFlight() || isShutdown(m.Task) {
 		return false, nil
@@ -50,6 +50,10 @@ func (s *session) taskFailed(ctx context.Context, m *providersdk.Machine, f *vce
 		return s.nameTaken(ctx, m, f.Object, nil)
 	case f.Kind == vcenter.FaultInvalidPowerState && !clone:
 		return nil // the VM was already in the state the task asked for
+	case f.Kind == vcenter.FaultConcurrentAccess && m.Task.Operation == providersdk.OperationAdopt:
+		// The VM changed since the claim's Observe read it, most often because another
+		// machine's claim won: Observe reads it again, and says AlreadyManaged then.
+		return nil
 	}
 	return providersdk.TaskFailed(m.Task, f.Message)
 }

@@ -33,9 +33,13 @@ const (
 	// FaultInvalidPowerState: the VM is not in the power state the operation needs,
 	// often because it already is in the one asked for.
 	FaultInvalidPowerState FaultKind = "InvalidPowerState"
+	// FaultConcurrentAccess: the object changed since the caller read it (a
+	// reconfiguration named a stale config.changeVersion).
+	FaultConcurrentAccess FaultKind = "ConcurrentAccess"
 )
 
-// Fault is a vCenter fault: of a failed task, or of a call that DuplicateName refused.
+// Fault is a vCenter fault: of a failed task, or of a call that DuplicateName or
+// ConcurrentAccess refused.
 type Fault struct {
 	// Kind is what the fault means.
 	Kind FaultKind
@@ -59,6 +63,13 @@ func AsDuplicateName(err error) (object Ref, ok bool) {
 	return Ref{}, false
 }
 
+// IsConcurrentAccess reports whether err is a ConcurrentAccess fault: the object
+// changed since it was read, and is to be read again.
+func IsConcurrentAccess(err error) bool {
+	var f *Fault
+	return errors.As(err, &f) && f.Kind == FaultConcurrentAccess
+}
+
 // faultOf reads a task's fault.
 func faultOf(f *types.LocalizedMethodFault) *Fault {
 	out := &Fault{Message: faultMessage(f)}
@@ -71,6 +82,8 @@ func faultOf(f *types.LocalizedMethodFault) *Fault {
 		out.Kind, out.Object = FaultDuplicateName, refOf(dup.Object)
 	case fault.Is(f, &types.InvalidPowerState{}):
 		out.Kind = FaultInvalidPowerState
+	case fault.Is(f, &types.ConcurrentAccess{}):
+		out.Kind = FaultConcurrentAccess
 	}
 	return out
 }

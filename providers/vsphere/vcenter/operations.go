@@ -3,6 +3,7 @@ package vcenter
 import (
 	"context"
 	"errors"
+	"sort"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/methods"
@@ -51,6 +52,34 @@ func (c *Client) RemoveExtraConfig(ctx context.Context, vm *VM, keys ...string) 
 	res, err := methods.ReconfigVM_Task(ctx, c.vim, &types.ReconfigVM_Task{This: vm.Ref.ref(), Spec: spec})
 	if err != nil {
 		return "", c.fail("remove extraConfig keys of VM "+vm.Name, err)
+	}
+	return res.Returnval.Value, nil
+}
+
+// SetExtraConfig starts one ReconfigVM task that sets the keys in the VM's extraConfig
+// and changes nothing else, and returns the task's ID. The reconfiguration names the
+// config.changeVersion vm was read with, so vCenter refuses it (a ConcurrentAccess
+// fault, of the call or of the task: see IsConcurrentAccess) when the VM's configuration
+// changed since: of two writers that read the same VM, one wins.
+func (c *Client) SetExtraConfig(ctx context.Context, vm *VM, values map[string]string) (string, error) {
+	spec := types.VirtualMachineConfigSpec{ChangeVersion: vm.ChangeVersion}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		spec.ExtraConfig = append(spec.ExtraConfig, &types.OptionValue{Key: k, Value: values[k]})
+	}
+	res, err := methods.ReconfigVM_Task(ctx, c.vim, &types.ReconfigVM_Task{This: vm.Ref.ref(), Spec: spec})
+	if err != nil {
+		if fault.Is(err, &types.ConcurrentAccess{}) {
+			return "", &Fault{Kind: FaultConcurrentAccess, Object: vm.Ref, Message: "VM " + vm.Name + " changed since it was read"}
+		}
+		if fault.Is(err, &types.ManagedObjectNotFound{}) {
+			return "", notFound("VM " + vm.Name)
+		}
+		return "", c.fail("set extraConfig keys of VM "+vm.Name, err)
 	}
 	return res.Returnval.Value, nil
 }

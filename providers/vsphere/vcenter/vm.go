@@ -41,6 +41,10 @@ type VM struct {
 	Identity string
 	// Template is true for a template.
 	Template bool
+	// ChangeVersion is config.changeVersion, which changes with every change of the
+	// VM's configuration: a reconfiguration that names it is refused (ConcurrentAccess)
+	// when the VM changed since it was read.
+	ChangeVersion string
 	// CPUs and MemoryMiB are the VM's virtual CPU count and memory.
 	CPUs      int32
 	MemoryMiB int64
@@ -74,6 +78,7 @@ var vmProperties = []string{
 	"config.uuid",
 	"config.instanceUuid",
 	"config.template",
+	"config.changeVersion",
 	"config.hardware.numCPU",
 	"config.hardware.memoryMB",
 	"config.hardware.device",
@@ -109,6 +114,26 @@ func (c *Client) FindVM(ctx context.Context, uuid string) (*VM, error) {
 	return c.ReadVM(ctx, refOf(*res.Returnval))
 }
 
+// FindVMsByBIOSUUID finds the VMs and templates whose BIOS UUID (config.uuid) is uuid
+// with the SearchIndex, in every datacenter: vSphere does not keep BIOS UUIDs unique, so
+// there may be several, or none.
+func (c *Client) FindVMsByBIOSUUID(ctx context.Context, uuid string) ([]Ref, error) {
+	res, err := methods.FindAllByUuid(ctx, c.vim, &types.FindAllByUuid{
+		This:         *c.vim.ServiceContent.SearchIndex,
+		Uuid:         uuid,
+		VmSearch:     true,
+		InstanceUuid: types.NewBool(false),
+	})
+	if err != nil {
+		return nil, c.fail("find VMs by BIOS UUID", err)
+	}
+	out := make([]Ref, 0, len(res.Returnval))
+	for _, r := range res.Returnval {
+		out = append(out, refOf(r))
+	}
+	return out, nil
+}
+
 // ReadVM reads a VM's properties in one property collector call. It returns ErrNotFound
 // when the VM no longer exists.
 func (c *Client) ReadVM(ctx context.Context, ref Ref) (*VM, error) {
@@ -137,6 +162,32 @@ func (c *Client) ReadVM(ctx context.Context, ref Ref) (*VM, error) {
 		}
 	}
 	return vm, nil
+}
+
+// Identity reads the Client's IdentityKey in the VM's extraConfig alone, afresh: ""
+// when the key is not set. It returns ErrNotFound when the VM no longer exists.
+func (c *Client) Identity(ctx context.Context, ref Ref) (string, error) {
+	res, err := property.DefaultCollector(c.vim).RetrieveProperties(ctx, types.RetrieveProperties{
+		SpecSet: []types.PropertyFilterSpec{{
+			ObjectSet: []types.ObjectSpec{{Obj: ref.ref()}},
+			PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{c.identityProperty()}}},
+		}},
+	})
+	if err != nil {
+		if fault.Is(err, &types.ManagedObjectNotFound{}) {
+			return "", notFound("VM " + ref.Value)
+		}
+		return "", c.fail("read the identity of VM "+ref.Value, err)
+	}
+	if len(res.Returnval) == 0 {
+		return "", notFound("VM " + ref.Value)
+	}
+	for _, missing := range res.Returnval[0].MissingSet {
+		if missing.Path == c.identityProperty() {
+			return c.readIdentity(ctx, ref)
+		}
+	}
+	return vmOf(res.Returnval[0].Obj, res.Returnval[0].PropSet).Identity, nil
 }
 
 // readIdentity reads the identity key from the VM's whole extraConfig.
@@ -187,6 +238,8 @@ func vmOf(ref types.ManagedObjectReference, props []types.DynamicProperty) *VM {
 				vm.UUID = v
 			case "config.instanceUuid":
 				vm.InstanceUUID = v
+			case "config.changeVersion":
+				vm.ChangeVersion = v
 			case "guest.toolsRunningStatus":
 				vm.ToolsRunning = v == string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)
 			case "guest.ipAddress":

@@ -44,6 +44,8 @@ const (
 	TaskPowerOff = "PowerOff"
 	// TaskPowerOn is vcsim's name of PowerOnVM_Task.
 	TaskPowerOn = "PowerOn"
+	// TaskReconfigure is vcsim's name of ReconfigVM_Task.
+	TaskReconfigure = "ReconfigVm"
 )
 
 // Simulator is a vcsim vCenter serving TLS on loopback.

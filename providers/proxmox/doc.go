@@ -177,6 +177,23 @@
 // flight; the machine waits for it instead of cloning again or being released. When such a task has ended by then, the VM it made may have been
 // locked and nameless in the listing, so the cluster is listed again.
 //
+// # Adoption
+//
+// A machine with spec.adoptProviderID (proxmox://<cluster>/<vmid>, the session's
+// ProviderIDPrefix then a VMID) takes over a VM banlieue did not make; it is never
+// cloned. Observe finds the VM by its VMID in the cluster's listing, which also gives
+// its node and pool: an ID of another form or cluster and a template are
+// AdoptionTargetInvalid, a VM off the node parameter's nodes or outside the pool
+// parameter NotPermitted (the message names only the ID), a VM with another machine's
+// tag or UID AlreadyManaged, and one without marks Unclaimed. Adopt then adds the
+// machine's tag to the VM's tags and its description lines after the owner's notes, in
+// one config update carrying the digest of the config Observe read: PVE refuses a
+// stale digest, so of two machines adopting one VM one succeeds and the other is told
+// AlreadyManaged. Nothing else changes, and from then on only CPUs, memory, disks and
+// power are brought in line with the spec: the VM's firmware, NICs, cloud-init and
+// user data are its owner's. Release takes the marks off again and leaves the owner's
+// tags and notes as they were.
+//
 // # Power
 //
 // PoweredOn starts a stopped VM and resumes a paused one. PoweredOff is PVE's shutdown

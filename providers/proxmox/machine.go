@@ -19,11 +19,16 @@ import (
 // from the VM's current status, addresses from the guest agent. When the VM is not
 // found, a clone that may be making it is reported as the task in flight (see
 // pendingClone). It never changes PVE. What it read goes to Observation.State for
-// the Create, Update or Delete that follows.
+// the Create, Update or Delete that follows. An adopting machine's VM is the one its
+// spec.adoptProviderID names (see observeAdopting).
 func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 	state, err := s.pollTask(ctx, m.Task)
 	if err != nil {
 		return providersdk.Observation{}, err
+	}
+	if m.Spec.Adopts() {
+		// The VM is the one the ID names, never one this driver cloned or looks for.
+		return s.observeAdopting(ctx, m, state)
 	}
 	if state == taskRunning && m.Task.Operation == providersdk.OperationClone {
 		return inFlightClone(m.Task), nil
@@ -106,7 +111,7 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmSta
 	}
 	o := providersdk.Observation{
 		Exists:        true,
-		ProviderID:    fmt.Sprintf("proxmox://%s/%d", s.cluster, vm.VMID),
+		ProviderID:    s.providerID(vm.VMID),
 		PowerState:    power,
 		FailureDomain: vm.Node,
 		Details:       &infrav1.ProxmoxStatus{Node: vm.Node, VMID: int32(vm.VMID)},

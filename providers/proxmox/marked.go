@@ -2,7 +2,6 @@ package proxmox
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -32,7 +31,7 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 			continue
 		}
 		out = append(out, providersdk.MarkedVM{
-			ProviderID: fmt.Sprintf("proxmox://%s/%d", s.cluster, r.VMID), Name: r.Name, MachineUID: k8stypes.UID(uid),
+			ProviderID: s.providerID(r.VMID), Name: r.Name, MachineUID: k8stypes.UID(uid),
 		})
 	}
 	return out, nil

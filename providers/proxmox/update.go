@@ -51,7 +51,10 @@ func (c *changeSet) waitForRestart() []string {
 // changes compares the VM's config to the machine's spec: CPUs, memory and disks as
 // providersdk.HardwareDiff does (disks grown, or added on their storage class's
 // storage; a disk that would shrink is refused), firmware, NICs on their network
-// class's bridge, cloud-init network config and user data, and the identity tag.
+// class's bridge, cloud-init network config and user data, and the identity tag. For
+// an adopted VM (spec.adoptProviderID) it compares CPUs, memory, disks and the tag
+// only: its firmware, NICs, cloud-init and user data are the owner's, set before
+// banlieue knew it, and rewriting them would cut a running guest off its network.
 func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error) {
 	c := changeSet{set: map[string]any{}, grow: map[string]int64{}, offline: map[string]string{}}
 	conf := vm.conf
@@ -80,12 +83,15 @@ func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error
 	if len(disks) > 0 {
 		bootStorage = pve.StorageOf(conf[disks[0]])
 	}
-	switch fw := m.Spec.Hardware.Firmware; fw {
-	case banlieuev1.FirmwareBIOS:
+	adopted := m.Spec.Adopts()
+	switch fw := m.Spec.Hardware.Firmware; {
+	case adopted:
+		// The firmware the guest was installed with stays.
+	case fw == banlieuev1.FirmwareBIOS:
 		if conf["bios"] != "" && conf["bios"] != "seabios" {
 			setOffline("bios", "seabios", "firmware to BIOS")
 		}
-	case banlieuev1.FirmwareEFI, banlieuev1.FirmwareEFISecure:
+	case fw == banlieuev1.FirmwareEFI || fw == banlieuev1.FirmwareEFISecure:
 		if conf["bios"] != "ovmf" {
 			setOffline("bios", "ovmf", "firmware to UEFI")
 		}
@@ -108,10 +114,12 @@ func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error
 			c.set[key] = fmt.Sprintf("%s:%d", first(m.Spec.Disks[h.Disk].Target[targetStorage], bootStorage), h.To/providersdk.GiB)
 		}
 	}
-	if err := s.nicChanges(m, vm.conf, &c); err != nil {
-		return c, err
+	if !adopted {
+		if err := s.nicChanges(m, vm.conf, &c); err != nil {
+			return c, err
+		}
+		userDataChanges(m, vm.conf, &c)
 	}
-	userDataChanges(m, vm.conf, &c)
 	tag := TagPrefix + string(m.UID)
 	if tags := vm.conf.Tags(); !slices.Contains(tags, tag) {
 		c.set["tags"] = pve.JoinTags(append(tags, tag))

@@ -21,6 +21,8 @@ type Resource struct {
 	Lock string
 	// Template is true for a template.
 	Template bool
+	// Pool is the resource pool the guest belongs to; "" for none.
+	Pool string
 }
 
 // resource is a guest as /cluster/resources?type=vm answers it.
@@ -33,6 +35,7 @@ type resource struct {
 	Tags     string `json:"tags"`
 	Lock     string `json:"lock"`
 	Template int    `json:"template"`
+	Pool     string `json:"pool"`
 }
 
 // Resources lists every QEMU guest of the cluster, templates included, in one call.
@@ -45,7 +48,7 @@ func (c *Client) Resources(ctx context.Context) ([]Resource, error) {
 	out := make([]Resource, 0, len(all))
 	for _, r := range all {
 		out = append(out, Resource{
-			VMID: r.VMID, Node: r.Node, Name: r.Name, Status: r.Status, Tags: r.Tags, Lock: r.Lock, Template: r.Template == 1,
+			VMID: r.VMID, Node: r.Node, Name: r.Name, Status: r.Status, Tags: r.Tags, Lock: r.Lock, Template: r.Template == 1, Pool: r.Pool,
 		})
 	}
 	return out, nil

@@ -98,13 +98,22 @@ func domainOf(obs providersdk.Observation) *host.Domain {
 	return dom
 }
 
-// Observe finds the machine's domain by its UUID and reports its state and addresses;
-// the domain itself is obs.State. It never changes the host.
+// Observe finds the machine's domain by its UUID, or an adopting machine's by its
+// adoptProviderID (observeAdopting), and reports its state and addresses; the domain
+// itself is obs.State. It never changes the host.
 func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+	if m.Spec.Adopts() {
+		return s.observeAdopting(ctx, m)
+	}
 	dom, err := s.findDomain(ctx, m)
 	if err != nil || dom == nil {
 		return providersdk.Observation{}, err
 	}
+	return s.observeDomain(ctx, m, dom)
+}
+
+// observeDomain reports the state and addresses of dom, which carries m's mark.
+func (s *session) observeDomain(ctx context.Context, m *providersdk.Machine, dom *host.Domain) (providersdk.Observation, error) {
 	h, err := s.hostInfo(ctx)
 	if err != nil {
 		return providersdk.Observation{}, err
@@ -134,7 +143,7 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 	}
 	// libvirt changes a domain's hardware while it is shut off (reshape); a running
 	// domain's disks grow online.
-	changes := providersdk.HardwareDiff(m.Spec, hardware(dom))
+	changes := providersdk.HardwareDiff(m.Spec, hardwareOf(m, dom))
 	pending := providersdk.PendingChanges(changes, o.PowerState, m.DesiredPower(), func(c providersdk.HardwareChange) bool { return onlineChange(dom, c) })
 	o.PendingRestart = providersdk.Descriptions(pending)
 	o.UpToDate = o.PowerState == m.DesiredPower() && len(changes) == len(pending)

@@ -43,6 +43,9 @@ type session struct {
 	info *hostInfo
 
 	imports *providersdk.Imports
+
+	// claims serializes Adopt's read, write and read back of one domain's mark.
+	claims domainLocks
 }
 
 var (

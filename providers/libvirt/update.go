@@ -35,7 +35,7 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 			return providersdk.UpdateResult{}, err
 		}
 	}
-	changes := providersdk.HardwareDiff(m.Spec, hardware(dom))
+	changes := providersdk.HardwareDiff(m.Spec, hardwareOf(m, dom))
 	if err := providersdk.RefuseShrink(backendName, changes); err != nil {
 		return providersdk.UpdateResult{}, err
 	}

@@ -48,6 +48,10 @@ type Domain struct {
 	Disks []VolumeRef
 	// DiskBytes are the sizes of Disks in bytes; 0 where a size cannot be read.
 	DiskBytes []int64
+	// DiskDevices counts the domain's disk devices (not CD-ROMs), whatever their
+	// source: more than len(Disks) when some are files or block devices, as on a domain
+	// banlieue did not make.
+	DiskDevices int
 	// MACs are the lowercase MAC addresses of the domain's NICs.
 	MACs []string
 	// Networks are the libvirt networks of the NICs.

@@ -222,6 +222,7 @@ func parseDomain(x string) (*Domain, error) {
 			if disk.Device != "disk" && disk.Device != "" {
 				continue
 			}
+			o.DiskDevices++
 			if disk.Source != nil && disk.Source.Volume != nil {
 				o.Disks = append(o.Disks, VolumeRef{Pool: disk.Source.Volume.Pool, Name: disk.Source.Volume.Volume})
 			}

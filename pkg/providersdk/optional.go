@@ -200,6 +200,35 @@ type AdoptResult struct {
 	Task Task
 }
 
+// VMLister is an optional interface of a Client: a backend that can list the VMs it has
+// that no machine manages, for `banlieue adopt` to print VirtualMachines that adopt them.
+// Without it, `banlieue adopt` says the Provider's class cannot list its VMs.
+type VMLister interface {
+	// ListVMs returns the backend's VMs within the Provider's scope that carry no machine
+	// identity mark and are not templates, in a bounded number of backend calls whatever
+	// the number of VMs. It never changes the backend.
+	ListVMs(ctx context.Context) ([]UnmanagedVM, error)
+}
+
+// UnmanagedVM is one backend VM that no machine manages.
+type UnmanagedVM struct {
+	// ProviderID is the VM's provider ID, as Observe would report it and as
+	// spec.adoptProviderID takes it.
+	ProviderID string
+	// Name is the VM's name on the backend.
+	Name string
+	// Location is where the VM is, in the backend's words: its folder's inventory path
+	// on vSphere, its node (and "/<pool>" when it is in one) on Proxmox VE, "" on
+	// libvirt, whose Provider is one host.
+	Location string
+	// PowerState is the VM's power state.
+	PowerState banlieuev1.PowerState
+	// Hardware is the VM's shape: CPUs, memory and disk sizes in bus order.
+	Hardware Hardware
+	// Firmware is the VM's firmware, BIOS or UEFI; "" when the backend does not say.
+	Firmware banlieuev1.Firmware
+}
+
 // AlreadyManaged is the error Observe returns for an adopting machine whose VM carries
 // another machine's identity mark. It does not name the other machine, which may be
 // another tenant's.

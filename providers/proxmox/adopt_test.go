@@ -105,10 +105,10 @@ func connectWith(t *testing.T, sim *proxmoxtest.Simulator, params map[string]str
 	return cl.(*session)
 }
 
-// runStatus is the VM's run status and QEMU PID, as PVE reports them.
-func runStatus(t *testing.T, s *session, node string, vmid int) pve.RunStatus {
+// runStatus is the run status and QEMU PID of the VM on the first node, as PVE reports them.
+func runStatus(t *testing.T, s *session, vmid int) pve.RunStatus {
 	t.Helper()
-	st, err := s.api.CurrentStatus(context.Background(), node, vmid)
+	st, err := s.api.CurrentStatus(context.Background(), proxmoxtest.Node1, vmid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestAdoptARunningVMKeepsItAsItIs(t *testing.T) {
 	s := connect(t, sim, newDriver(sim))
 	vmid := makeLegacyVM(t, sim, api, proxmoxtest.Node1, nil)
 	before, _ := sim.VM(vmid)
-	run := runStatus(t, s, proxmoxtest.Node1, vmid)
+	run := runStatus(t, s, vmid)
 	if run.Status != "running" || run.PID == 0 {
 		t.Fatalf("the owner's VM is %+v, want it running", run)
 	}
@@ -246,7 +246,7 @@ func TestAdoptARunningVMKeepsItAsItIs(t *testing.T) {
 			t.Errorf("config %s = %q, the owner's was %q", k, after[k], before[k])
 		}
 	}
-	if now := runStatus(t, s, proxmoxtest.Node1, vmid); now.Status != "running" || now.PID != run.PID {
+	if now := runStatus(t, s, vmid); now.Status != "running" || now.PID != run.PID {
 		t.Errorf("the VM's status after adoption = %+v, before %+v; want the same QEMU process still running", now, run)
 	}
 	if got := powerTasks(sim); !slices.Equal(got, tasksBefore) {
@@ -486,7 +486,7 @@ func TestReleaseGivesAnAdoptedVMBackAsItWas(t *testing.T) {
 	s := connect(t, sim, newDriver(sim))
 	vmid := makeLegacyVM(t, sim, outsideAPI(sim), proxmoxtest.Node1, nil)
 	before, _ := sim.VM(vmid)
-	run := runStatus(t, s, proxmoxtest.Node1, vmid)
+	run := runStatus(t, s, vmid)
 	m := adoptingMachine("0e1ea5e0-1c8a-4a52-9a55-0c3c0b1f0a01", s.providerID(vmid))
 	adopt(t, s, m)
 	if conf, _ := sim.VM(vmid); !strings.Contains(conf["tags"], string(m.UID)) {
@@ -505,7 +505,7 @@ func TestReleaseGivesAnAdoptedVMBackAsItWas(t *testing.T) {
 	if diff := cmp.Diff(withoutKeys(before, "digest"), withoutKeys(after, "digest")); diff != "" {
 		t.Errorf("the VM after adoption and release (-before +after):\n%s", diff)
 	}
-	if now := runStatus(t, s, proxmoxtest.Node1, vmid); now.Status != "running" || now.PID != run.PID {
+	if now := runStatus(t, s, vmid); now.Status != "running" || now.PID != run.PID {
 		t.Errorf("the VM's status after its release = %+v, before %+v; want the same QEMU process running", now, run)
 	}
 	if o, err := s.Observe(ctx, m); err != nil || !cmp.Equal(o, providersdk.Observation{}) {
@@ -531,7 +531,7 @@ func TestProxmoxerSeesTheAdoptedVMMarkedAndRunning(t *testing.T) {
 	s := connect(t, sim, newDriver(sim))
 	vmid := makeLegacyVM(t, sim, outsideAPI(sim), proxmoxtest.Node1, nil)
 	before, _ := sim.VM(vmid)
-	run := runStatus(t, s, proxmoxtest.Node1, vmid)
+	run := runStatus(t, s, vmid)
 	m := adoptingMachine("9e7e7e70-1c8a-4a52-9a55-0c3c0b1f0a01", s.providerID(vmid))
 	adopt(t, s, m)
 

@@ -270,6 +270,7 @@ func TestAdoptTwoMachinesAdoptingOneVMOneWins(t *testing.T) {
 // mark cleared before each round: exactly one machine may see the VM as its own, then
 // and afterwards, and the other AlreadyManaged.
 func raceAdoptions(t *testing.T, sim *vspheretest.Simulator, s *session, vm mo.VirtualMachine, prefix string) {
+	t.Helper()
 	ctx := context.Background()
 	wins := map[int]int{}
 	for round := range 20 {

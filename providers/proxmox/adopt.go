@@ -139,7 +139,7 @@ func (s *session) observeAdopting(ctx context.Context, m *providersdk.Machine, s
 				// The Provider may not touch it; the machine goes, the VM stays as it is.
 				return providersdk.Observation{}, nil
 			}
-			return providersdk.Observation{}, providersdk.Permanent(infrav1.MachineNotPermittedReason,
+			return providersdk.Observation{}, providersdk.Retryable(infrav1.MachineNotPermittedReason,
 				"the VM %s is outside the nodes and pool this Provider may use; it is left alone", id)
 		}
 		conf, err := s.config(ctx, r.Node, r.VMID)

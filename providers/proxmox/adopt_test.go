@@ -375,7 +375,7 @@ func TestAdoptRefusesWhatItMustNot(t *testing.T) {
 	snapshot := func() string { return fmt.Sprint(sim.VMs()) }
 	before := snapshot()
 
-	invalid, notPermitted := "Permanent "+infrav1.MachineAdoptionTargetInvalidReason, "Permanent "+infrav1.MachineNotPermittedReason
+	invalid, notPermitted := "Permanent "+infrav1.MachineAdoptionTargetInvalidReason, "Retryable "+infrav1.MachineNotPermittedReason
 	tests := []struct {
 		name string
 		s    *session

@@ -169,7 +169,7 @@ func (s *session) checkScope(ctx context.Context, id string, vm *vcenter.VM) err
 	if inDatacenter && inFolder {
 		return nil
 	}
-	return providersdk.Permanent(infrav1.MachineNotPermittedReason,
+	return providersdk.Retryable(infrav1.MachineNotPermittedReason,
 		"the VM %s is outside the datacenter and folder the Provider offers (parameters.datacenter, parameters.folder); it is left alone", id)
 }
 

@@ -205,8 +205,10 @@ type AdoptResult struct {
 // Without it, `banlieue adopt` says the Provider's class cannot list its VMs.
 type VMLister interface {
 	// ListVMs returns the backend's VMs within the Provider's scope that carry no machine
-	// identity mark and are not templates, in a bounded number of backend calls whatever
-	// the number of VMs. It never changes the backend.
+	// identity mark and are not templates. It never changes the backend. An
+	// administrator's command calls it, once, never a controller: a read per VM for
+	// what a listing does not give (every disk's size, the firmware) is acceptable, and
+	// the shape must be exact, for the printed VMClass is what the VM is held to.
 	ListVMs(ctx context.Context) ([]UnmanagedVM, error)
 }
 

@@ -144,29 +144,20 @@ func (s *session) adoptedVM(ctx context.Context, m *providersdk.Machine) (*vcent
 	return found[0], nil
 }
 
-// checkScope refuses a VM outside what the Provider offers: outside its datacenter
-// (parameters.datacenter, a name or an inventory path) or its folder (parameters.folder,
-// an inventory path, or one relative to the datacenter's VM folder). Without it, a
-// tenant could adopt, and then change or delete, any VM the Provider's vCenter user sees.
-// A Provider that pins neither offers the whole inventory, and costs no call. The error
-// names only the provider ID, not where the VM is.
+// checkScope refuses a VM outside what the Provider offers (parameters.inScope).
+// Without it, a tenant could adopt, and then change or delete, any VM the Provider's
+// vCenter user sees. A Provider that pins neither datacenter nor folder offers the whole
+// inventory, and costs no call. The error names only the provider ID, not where the VM
+// is.
 func (s *session) checkScope(ctx context.Context, id string, vm *vcenter.VM) error {
-	dc, folder := s.params.datacenter, s.params.folder
-	if dc == "" && folder == "" {
+	if s.params.datacenter == "" && s.params.folder == "" {
 		return nil
 	}
 	loc, err := s.vc.Locate(ctx, vm.Ref)
 	if err != nil {
 		return err
 	}
-	trim := func(p string) string { return strings.Trim(p, "/") }
-	inDatacenter := dc == "" || dc == loc.DatacenterName || trim(dc) == trim(loc.DatacenterPath)
-	root := folder
-	if !strings.HasPrefix(folder, "/") {
-		root = loc.DatacenterPath + "/vm/" + folder
-	}
-	inFolder := folder == "" || loc.DatacenterPath != "" && providersdk.WithinPath(loc.ParentPath, root)
-	if inDatacenter && inFolder {
+	if s.params.inScope(loc) {
 		return nil
 	}
 	return providersdk.Retryable(infrav1.MachineNotPermittedReason,

@@ -6,6 +6,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt/host"
 )
 
 var _ providersdk.OrphanLister = (*session)(nil)
@@ -24,10 +25,10 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 	}
 	var out []providersdk.MarkedVM
 	for _, d := range doms {
-		if d.Metadata.UID == "" {
+		if !marked(d.Metadata) {
 			continue
 		}
-		vm := providersdk.MarkedVM{ProviderID: "libvirt://" + h.idHost + "/" + d.UUID, Name: d.Name, MachineUID: k8stypes.UID(d.Metadata.UID)}
+		vm := providersdk.MarkedVM{ProviderID: providerID(h, d.UUID), Name: d.Name, MachineUID: k8stypes.UID(d.Metadata.UID)}
 		if d.Metadata.Name != "" {
 			vm.Machine = k8stypes.NamespacedName{Namespace: d.Metadata.Namespace, Name: d.Metadata.Name}
 		}
@@ -35,3 +36,7 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 	}
 	return out, nil
 }
+
+// marked reports whether banlieue's metadata element of a domain names a machine: the
+// mark ListMarked lists domains by and ListVMs leaves them out by.
+func marked(md *host.Metadata) bool { return md != nil && md.UID != "" }

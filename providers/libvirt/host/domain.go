@@ -58,6 +58,9 @@ type Domain struct {
 	Networks []string
 	// NVRAM is true when the domain has UEFI variables to delete with it.
 	NVRAM bool
+	// EFI is true when the domain boots with UEFI: firmware="efi", a pflash loader (as
+	// OVMF is loaded) or UEFI variables; false for BIOS.
+	EFI bool
 	// State is the domain's state.
 	State State
 	// Reason is libvirt's code for why the domain is in State.
@@ -102,6 +105,16 @@ func (c *Client) FindDomain(ctx context.Context, id string) (*Domain, error) {
 
 // readDomain reads a domain's XML, state, managed save image and disk sizes.
 func readDomain(l *libvirt.Libvirt, dom libvirt.Domain) (*Domain, error) {
+	d, err := readDefinition(l, dom)
+	if err != nil {
+		return nil, err
+	}
+	return d, readState(l, d)
+}
+
+// readDefinition reads a domain's XML (the live definition of a running domain), without
+// its state and disk sizes.
+func readDefinition(l *libvirt.Libvirt, dom libvirt.Domain) (*Domain, error) {
 	x, err := l.DomainGetXMLDesc(dom, 0)
 	if err != nil {
 		return nil, err
@@ -111,9 +124,16 @@ func readDomain(l *libvirt.Libvirt, dom libvirt.Domain) (*Domain, error) {
 		return nil, err
 	}
 	d.ref = dom
+	return d, nil
+}
+
+// readState reads the state, managed save image and disk sizes of a domain whose
+// definition readDefinition read.
+func readState(l *libvirt.Libvirt, d *Domain) error {
+	dom := d.ref
 	st, reason, err := l.DomainGetState(dom, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.State, d.Reason = State(st), reason
 	paused := libvirt.DomainState(st) == libvirt.DomainPaused
@@ -122,12 +142,12 @@ func readDomain(l *libvirt.Libvirt, dom libvirt.Domain) (*Domain, error) {
 	if has, err := l.DomainHasManagedSaveImage(dom, 0); err == nil {
 		d.ManagedSave = has == 1
 	} else if !isCode(err, libvirt.ErrNoSupport) {
-		return nil, err
+		return err
 	}
 	for _, v := range d.Disks {
 		d.DiskBytes = append(d.DiskBytes, volumeCapacity(l, v))
 	}
-	return d, nil
+	return nil
 }
 
 // pausedInTransit reports whether a pause reason is an operation libvirt is doing and
@@ -352,6 +372,38 @@ func (c *Client) MarkedDomains(ctx context.Context) ([]Domain, error) {
 				continue
 			}
 			out = append(out, Domain{Name: dom.Name, UUID: uuid.UUID(dom.UUID).String(), Metadata: md, ref: dom})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Domains lists every domain of the host, running or not, over one connection: one
+// call to list them, one to read each one's XML, and, for each domain keep accepts by
+// its definition (Metadata included), the reads FindDomain makes of its state, managed
+// save image and disk sizes. A domain undefined meanwhile is left out.
+func (c *Client) Domains(ctx context.Context, keep func(*Domain) bool) ([]*Domain, error) {
+	var out []*Domain
+	err := c.do(ctx, "ListAllDomains", "list the domains", func(l *libvirt.Libvirt) error {
+		doms, _, err := l.ConnectListAllDomains(1, 0)
+		if err != nil {
+			return err
+		}
+		for _, dom := range doms {
+			d, err := readDefinition(l, dom)
+			if err == nil {
+				if !keep(d) {
+					continue
+				}
+				err = readState(l, d)
+			}
+			switch {
+			case isCode(err, libvirt.ErrNoDomain):
+			case err != nil:
+				return err
+			default:
+				out = append(out, d)
+			}
 		}
 		return nil
 	})

@@ -217,6 +217,7 @@ func parseDomain(x string) (*Domain, error) {
 	if d.OS != nil && (d.OS.NVRam != nil || d.OS.Firmware == "efi") {
 		o.NVRAM = true
 	}
+	o.EFI = o.NVRAM || (d.OS != nil && d.OS.Loader != nil && d.OS.Loader.Type == "pflash")
 	if d.Devices != nil {
 		for _, disk := range d.Devices.Disks {
 			if disk.Device != "disk" && disk.Device != "" {

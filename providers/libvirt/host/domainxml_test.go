@@ -25,7 +25,7 @@ func TestRenderDomain(t *testing.T) {
 					Volumes: []string{"default/u-root.qcow2"}},
 			},
 			want: Domain{
-				Name: "team-a-web-1", UUID: "0b6f7c1e-2a1b-4c3d-9e8f-0a1b2c3d4e5f", CPUs: 2, MemoryMiB: 2048, NVRAM: true,
+				Name: "team-a-web-1", UUID: "0b6f7c1e-2a1b-4c3d-9e8f-0a1b2c3d4e5f", CPUs: 2, MemoryMiB: 2048, NVRAM: true, EFI: true,
 				Metadata: &Metadata{UID: "0b6f7c1e-2a1b-4c3d-9e8f-0a1b2c3d4e5f", Namespace: "team-a", Name: "web-1",
 					Volumes: []string{"default/u-root.qcow2"}},
 				Disks:       []VolumeRef{{"default", "u-root.qcow2"}, {"fast", "u-data.qcow2"}},

@@ -36,7 +36,7 @@ func newRootCommand() *cobra.Command {
 	zapOpts.BindFlags(fs)
 	root.PersistentFlags().AddGoFlagSet(fs)
 	root.PersistentPreRun = func(*cobra.Command, []string) { ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts))) }
-	root.AddCommand(newControllerCommand(), newProviderCommand())
+	root.AddCommand(newControllerCommand(), newProviderCommand(), newAdoptCommand())
 	root.AddCommand(devCommands()...)
 	return root
 }

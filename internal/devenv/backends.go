@@ -48,7 +48,7 @@ type Backends struct {
 // libvirt pool holds it as its image, so a VM there boots and reports its guest's
 // address; without it the image is a blank disk.
 func StartBackends(guestImage string) (*Backends, error) {
-	vs, err := vspheresim.Start(vspheresim.Options{Templates: []string{VSphereTemplate}, GuestAddressDelay: time.Second})
+	vs, err := vspheresim.Start(vspheresim.Options{Templates: []string{VSphereTemplate}, VMs: VSphereLegacyVMs, GuestAddressDelay: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the vCenter simulator: %w", err)
 	}
@@ -93,6 +93,10 @@ const (
 	// LibvirtImage is the guest image (or blank qcow2) volume, as pool/volume.
 	LibvirtImage = libvirtPool + "/" + libvirtImage
 )
+
+// VSphereLegacyVMs are running VMs the simulated vCenter has before banlieue starts, as
+// any vCenter has: what the README's Day 2 adopts with banlieue adopt.
+var VSphereLegacyVMs = []string{"legacy-app-01", "legacy-db-01"}
 
 // Image returns a VMImage named name with a source on every dev backend.
 func Image(name string) *banlieuev1.VMImage {

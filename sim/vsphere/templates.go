@@ -49,6 +49,13 @@ const (
 // reconnect), so that clones behave as clones of a real template do. It returns the
 // templates' managed object IDs by name.
 func makeTemplates(ctx context.Context, c *govmomi.Client, names []string) (map[string]string, error) {
+	return makeVMs(ctx, c, names, true)
+}
+
+// makeVMs creates a VM of each name as makeTemplates does, and marks it a template when
+// template is true, or else powers it on: a VM someone made by hand, as a vCenter that
+// banlieue meets has many. It returns the VMs' managed object IDs by name.
+func makeVMs(ctx context.Context, c *govmomi.Client, names []string, template bool) (map[string]string, error) {
 	refs := map[string]string{}
 	if len(names) == 0 {
 		return refs, nil
@@ -99,8 +106,13 @@ func makeTemplates(ctx context.Context, c *govmomi.Client, names []string) (map[
 			return nil, fmt.Errorf("failed to create the template %s: %w", name, err)
 		}
 		ref := info.Result.(types.ManagedObjectReference)
-		if err := object.NewVirtualMachine(c.Client, ref).MarkAsTemplate(ctx); err != nil {
-			return nil, fmt.Errorf("failed to mark %s as a template: %w", name, err)
+		vm := object.NewVirtualMachine(c.Client, ref)
+		if template {
+			if err := vm.MarkAsTemplate(ctx); err != nil {
+				return nil, fmt.Errorf("failed to mark %s as a template: %w", name, err)
+			}
+		} else if err := powerOn(ctx, vm); err != nil {
+			return nil, fmt.Errorf("failed to power on %s: %w", name, err)
 		}
 		refs[name] = ref.Value
 	}
@@ -181,4 +193,13 @@ func firstDatastore(ctx context.Context, c *govmomi.Client, cluster *object.Clus
 // fails rather than list nothing, so objs is never empty.
 func firstByName[T interface{ Name() string }](objs []T) T {
 	return slices.MinFunc(objs, func(a, b T) int { return strings.Compare(a.Name(), b.Name()) })
+}
+
+// powerOn powers vm on and waits for it.
+func powerOn(ctx context.Context, vm *object.VirtualMachine) error {
+	task, err := vm.PowerOn(ctx)
+	if err != nil {
+		return err
+	}
+	return task.Wait(ctx)
 }

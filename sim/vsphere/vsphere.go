@@ -46,6 +46,9 @@ type Options struct {
 	// Templates are the names of the VM templates to create in the first cluster;
 	// [DefaultTemplate] when nil, none when empty.
 	Templates []string
+	// VMs are the names of ordinary VMs, shaped as the templates and powered on, to
+	// create beside them: VMs someone made by hand, for banlieue to adopt.
+	VMs []string
 	// GuestAddressDelay is how long after power-on a simulated guest reports its
 	// address; 0 means at once, a negative value never (the caller sets addresses with
 	// SetGuestAddress).
@@ -69,6 +72,8 @@ type Simulator struct {
 	CACert []byte
 	// TemplateRefs are the templates' managed object IDs (vm-42…) by name.
 	TemplateRefs map[string]string
+	// VMRefs are the managed object IDs of Options.VMs by name.
+	VMRefs map[string]string
 
 	model  *simulator.Model
 	server *simulator.Server
@@ -155,6 +160,9 @@ func (s *Simulator) setUp(ctx context.Context, o Options) error {
 		templates = []string{DefaultTemplate}
 	}
 	if s.TemplateRefs, err = makeTemplates(setUpCtx, own, templates); err != nil {
+		return err
+	}
+	if s.VMRefs, err = makeVMs(setUpCtx, own, o.VMs, false); err != nil {
 		return err
 	}
 	if o.GuestAddressDelay >= 0 {

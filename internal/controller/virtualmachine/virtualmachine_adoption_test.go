@@ -45,6 +45,7 @@ func TestAnAdoptedVMIsTakenOverAsItIsWithoutACreate(t *testing.T) {
 
 	f.g.Expect(vm.Status.ProviderID).To(Equal(id))
 	f.g.Expect(vm.Status.Scheduled.ProviderName).To(Equal("p1"))
+	f.g.Expect(condition(vm, banlieuev1.VirtualMachineScheduledCondition).Message).To(Equal("placed on Provider " + f.ns + "/p1, which owns the adopted VM " + id))
 	m := f.machine("v")
 	f.g.Expect(m.Spec.AdoptProviderID).To(Equal(id))
 	f.g.Expect(m.Spec.Image).To(Equal(infrav1.MachineImage{}), "an adopted VM came from no image")

@@ -34,9 +34,13 @@ func setCondition(vm *banlieuev1.VirtualMachine, conditionType string, ok bool, 
 // of its status. It is pure, so every reconcile path ends with the same summary.
 func summarize(s *scope) {
 	vm := s.vm
-	if vm.Status.Scheduled.IsDefined() {
-		setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, true, banlieuev1.VirtualMachineScheduledReason,
-			fmt.Sprintf("placed on Provider %s/%s, failure domain %q", vm.Status.Scheduled.ProviderNamespace, vm.Status.Scheduled.ProviderName, vm.Status.Scheduled.FailureDomain))
+	if sc := vm.Status.Scheduled; sc.IsDefined() {
+		msg := fmt.Sprintf("placed on Provider %s/%s, failure domain %q", sc.ProviderNamespace, sc.ProviderName, sc.FailureDomain)
+		if vm.Spec.AdoptProviderID != "" {
+			// An adopted VM is where it was: no failure domain was chosen for it.
+			msg = fmt.Sprintf("placed on Provider %s/%s, which owns the adopted VM %s", sc.ProviderNamespace, sc.ProviderName, vm.Spec.AdoptProviderID)
+		}
+		setCondition(vm, banlieuev1.VirtualMachineScheduledCondition, true, banlieuev1.VirtualMachineScheduledReason, msg)
 	}
 	infraReady := meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.VirtualMachineInfrastructureReadyCondition)
 	powerMatches := vm.Status.ObservedPowerState == vm.Spec.DesiredPowerState

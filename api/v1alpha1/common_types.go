@@ -105,6 +105,27 @@ const (
 	PowerStateSuspended PowerState = "Suspended"
 )
 
+// ObservedHardware is a VM's hardware as its backend reports it, which may differ from
+// its class's: an adopted VM's shape, or a change that waits for the next restart.
+type ObservedHardware struct {
+	// cpus is the VM's virtual CPU count.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	CPUs int32 `json:"cpus,omitempty"`
+
+	// memoryMiB is the VM's memory in MiB.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+
+	// diskSizesGiB are the sizes of the VM's disks in bus order, in GiB rounded up; 0
+	// where the backend does not tell.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	DiskSizesGiB []int64 `json:"diskSizesGiB,omitempty"`
+}
+
 // Firmware is the boot firmware of a virtual machine.
 // +kubebuilder:validation:Enum=bios;efi;efi-secure
 type Firmware string

@@ -341,6 +341,11 @@ type VirtualMachineStatus struct {
 	// +optional
 	ObservedPowerState PowerState `json:"observedPowerState,omitempty"`
 
+	// hardware is the VM's CPUs, memory and disk sizes as its provider last observed
+	// them: the class's once it is applied, an adopted VM's own until then.
+	// +optional
+	Hardware ObservedHardware `json:"hardware,omitempty,omitzero"`
+
 	// phase is a one-word summary of the VM's lifecycle.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`

@@ -21,6 +21,15 @@ type Hardware struct {
 	DiskBytes []int64
 }
 
+// Observed is h as a status reports it: disk sizes in GiB, rounded up.
+func (h Hardware) Observed() banlieuev1.ObservedHardware {
+	out := banlieuev1.ObservedHardware{CPUs: h.CPUs, MemoryMiB: h.MemoryMiB}
+	for _, b := range h.DiskBytes {
+		out.DiskSizesGiB = append(out.DiskSizesGiB, (b+GiB-1)/GiB)
+	}
+	return out
+}
+
 // ChangeKind is what a HardwareChange changes.
 type ChangeKind string
 

@@ -167,6 +167,9 @@ type Observation struct {
 	// tell boots apart leaves it empty: its restart requests are then recorded as
 	// Unsupported and the VM is left alone.
 	BootID string
+	// Hardware is the VM's shape as the backend reports it, written to the machine's
+	// status.hardware; nil when the driver does not report it.
+	Hardware *Hardware
 	// PendingRestart describes, for a person, the hardware changes the backend cannot
 	// make while the VM runs and that wait for its next power cycle (e.g. "CPUs from 2 to
 	// 4"; PendingChanges picks them). The machine stays Ready and says

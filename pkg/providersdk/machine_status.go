@@ -72,6 +72,9 @@ func (s *scope) observe(o Observation, task Task) {
 	}
 	s.status.Addresses = o.Addresses
 	s.status.PowerState = o.PowerState
+	if o.Hardware != nil {
+		s.status.Hardware = o.Hardware.Observed()
+	}
 	s.status.FailureDomain = o.FailureDomain
 	s.recordDetails(o.Details)
 	s.setTask(task)
@@ -142,7 +145,7 @@ func pausedCondition(why string, generation int64) metav1.Condition {
 }
 
 // contractStatusFields are the status fields the machine contract gives the provider.
-var contractStatusFields = []string{"initialization", "addresses", "failureDomain", "powerState", "task", "failureReason", "failureMessage", "conditions", "observedGeneration", "restart"}
+var contractStatusFields = []string{"initialization", "addresses", "failureDomain", "powerState", "hardware", "task", "failureReason", "failureMessage", "conditions", "observedGeneration", "restart"}
 
 // patchStatus writes the scope's status in one patch, when it differs from what was
 // read. observedGeneration is only advanced by a reconcile that succeeded.

@@ -143,7 +143,9 @@ func (s *session) observeDomain(ctx context.Context, m *providersdk.Machine, dom
 	}
 	// libvirt changes a domain's hardware while it is shut off (reshape); a running
 	// domain's disks grow online.
-	changes := providersdk.HardwareDiff(m.Spec, hardwareOf(m, dom))
+	hw := hardwareOf(m, dom)
+	o.Hardware = &hw
+	changes := providersdk.HardwareDiff(m.Spec, hw)
 	pending := providersdk.PendingChanges(changes, o.PowerState, m.DesiredPower(), func(c providersdk.HardwareChange) bool { return onlineChange(dom, c) })
 	o.PendingRestart = providersdk.Descriptions(pending)
 	o.UpToDate = o.PowerState == m.DesiredPower() && len(changes) == len(pending)

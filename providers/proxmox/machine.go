@@ -124,6 +124,8 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmSta
 		}
 		o.WaitingForGuest = len(o.Addresses) == 0
 	}
+	hw := hardware(vm.conf, vm.conf.DiskKeys())
+	o.Hardware = &hw
 	ch, err := s.changes(m, vm)
 	if err != nil && !providersdk.IsPermanent(err) {
 		return providersdk.Observation{}, err

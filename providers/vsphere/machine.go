@@ -123,7 +123,9 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vcent
 	}
 	o.WaitingForGuest = o.PowerState == banlieuev1.PowerStatePoweredOn && len(o.Addresses) == 0
 	o.FailureDomain = s.domainOfHost(ctx, vm.Host)
-	changes := providersdk.HardwareDiff(m.Spec, hardware(vm))
+	hw := hardware(vm)
+	o.Hardware = &hw
+	changes := providersdk.HardwareDiff(m.Spec, hw)
 	pending := providersdk.PendingChanges(changes, o.PowerState, m.DesiredPower(), func(c providersdk.HardwareChange) bool { return onlineChange(vm, c) })
 	o.PendingRestart = providersdk.Descriptions(pending)
 	o.UpToDate = o.PowerState == m.DesiredPower() && len(changes) == len(pending)

@@ -97,6 +97,11 @@ func (f *fixture) expectAdopted(vm *banlieuev1.VirtualMachine, id string, timeou
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
 		g.Expect(vm.Status.ProviderID).To(Equal(id))
 	}, timeout)
+	// The class was chosen to fit the VM: what the provider observes is the class's shape.
+	class := &banlieuev1.VMClass{}
+	f.g.Expect(k8s.Get(f.ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, class)).To(Succeed())
+	f.g.Expect([]int64{int64(vm.Status.Hardware.CPUs), vm.Status.Hardware.MemoryMiB}).To(Equal([]int64{int64(class.Spec.Hardware.CPUs), class.Spec.Hardware.MemoryMiB}),
+		"status.hardware is not the adopted VM's shape")
 	f.g.Eventually(func(g Gomega) {
 		e, ok := f.vmEvents(g, vm.Name)[banlieuev1.VirtualMachineAdoptedReason]
 		g.Expect(ok).To(BeTrue(), "no Adopted Event on %s", vm.Name)

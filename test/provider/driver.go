@@ -179,6 +179,7 @@ func (s *session) Observe(_ context.Context, m *providersdk.Machine) (providersd
 		PowerState:     vm.PowerState,
 		FailureDomain:  vm.FailureDomain,
 		BootID:         vm.BootID(),
+		Hardware:       &providersdk.Hardware{CPUs: vm.CPUs},
 	}, nil
 }
 

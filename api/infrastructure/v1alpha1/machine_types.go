@@ -373,6 +373,11 @@ type MachineStatus struct {
 	// +kubebuilder:validation:MinLength=1
 	PowerState banlieuev1.PowerState `json:"powerState,omitempty"`
 
+	// hardware is the VM's CPUs, memory and disk sizes as the backend last reported
+	// them.
+	// +optional
+	Hardware banlieuev1.ObservedHardware `json:"hardware,omitempty,omitzero"`
+
 	// task is the backend task in flight, if any.
 	// +optional
 	Task TaskReference `json:"task,omitempty,omitzero"`

@@ -420,6 +420,7 @@ func (in *MachineStatus) DeepCopyInto(out *MachineStatus) {
 		*out = make([]apiv1alpha1.MachineAddress, len(*in))
 		copy(*out, *in)
 	}
+	in.Hardware.DeepCopyInto(&out.Hardware)
 	in.Task.DeepCopyInto(&out.Task)
 	in.Restart.DeepCopyInto(&out.Restart)
 }

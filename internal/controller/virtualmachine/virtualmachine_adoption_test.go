@@ -44,6 +44,7 @@ func TestAnAdoptedVMIsTakenOverAsItIsWithoutACreate(t *testing.T) {
 	vm := f.running("v")
 
 	f.g.Expect(vm.Status.ProviderID).To(Equal(id))
+	f.g.Expect(vm.Status.Hardware.CPUs).To(Equal(int32(2)), "the VM's hardware as its provider observes it")
 	f.g.Expect(vm.Status.Scheduled.ProviderName).To(Equal("p1"))
 	f.g.Expect(condition(vm, banlieuev1.VirtualMachineScheduledCondition).Message).To(Equal("placed on Provider " + f.ns + "/p1, which owns the adopted VM " + id))
 	m := f.machine("v")

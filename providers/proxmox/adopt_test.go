@@ -2,30 +2,24 @@ package proxmox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/luthermonson/go-proxmox"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
-	"github.com/banlieue/banlieue/internal/hostdeps"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 	"github.com/banlieue/banlieue/providers/proxmox/pve"
+	"github.com/banlieue/banlieue/test/proxmoxer"
 )
 
 // The owner's marks on a VM banlieue did not make, which adoption keeps.
@@ -518,14 +512,7 @@ func TestReleaseGivesAnAdoptedVMBackAsItWas(t *testing.T) {
 // and finds the machine's tag beside the owner's, the owner's notes and NIC, and the
 // VM running in the QEMU process it ran in before.
 func TestProxmoxerSeesTheAdoptedVMMarkedAndRunning(t *testing.T) {
-	const python3 = "/usr/bin/python3" // Debian's, whose dist-packages hold proxmoxer
-	out, err := exec.Command(python3, "-I", "-c", "import requests; from proxmoxer import ProxmoxAPI").CombinedOutput()
-	missing := ""
-	if err != nil {
-		missing = fmt.Sprintf("%s cannot import proxmoxer and requests (%v %s); run hack/deps.sh as root to install python3-proxmoxer and python3-requests",
-			python3, err, strings.TrimSpace(string(out)))
-	}
-	hostdeps.Require(t, missing)
+	proxmoxer.Require(t)
 
 	sim := proxmoxtest.Start(t)
 	s := connect(t, sim, newDriver(sim))
@@ -535,35 +522,7 @@ func TestProxmoxerSeesTheAdoptedVMMarkedAndRunning(t *testing.T) {
 	m := adoptingMachine("9e7e7e70-1c8a-4a52-9a55-0c3c0b1f0a01", s.providerID(vmid))
 	adopt(t, s, m)
 
-	ca := filepath.Join(t.TempDir(), "pve-root-ca.pem")
-	if err := os.WriteFile(ca, sim.CACert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(sim.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python3, "-I", "testdata/proxmoxer_adopted.py", "--host", u.Hostname(), "--port", u.Port(),
-		"--ca", ca, "--node", proxmoxtest.Node1, "--vmid", strconv.Itoa(vmid))
-	cmd.Env = append(os.Environ(), "PVE_TOKEN_ID="+sim.TokenID, "PVE_TOKEN_SECRET="+sim.TokenSecret)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("proxmoxer: %v\n%s", err, stderr.String())
-	}
-	var got struct {
-		Tags        string `json:"tags"`
-		Description string `json:"description"`
-		Net0        string `json:"net0"`
-		Status      string `json:"status"`
-		PID         int    `json:"pid"`
-	}
-	if err := json.Unmarshal(stdout, &got); err != nil {
-		t.Fatalf("proxmoxer printed %q: %v", stdout, err)
-	}
+	got := proxmoxer.ReadVM(t, sim.Simulator, proxmoxtest.Node1, vmid)
 	if tags := pve.SplitTags(got.Tags); !slices.Contains(tags, TagPrefix+string(m.UID)) || !slices.Contains(tags, "prod") || !slices.Contains(tags, "web") {
 		t.Errorf("proxmoxer reads tags %q, want the machine's %s beside the owner's %s", got.Tags, TagPrefix+string(m.UID), ownerTags)
 	}

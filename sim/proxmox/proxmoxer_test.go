@@ -6,22 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/banlieue/banlieue/internal/hostdeps"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
+	"github.com/banlieue/banlieue/test/proxmoxer"
 )
-
-// python3 is Debian's interpreter, whose dist-packages hold python3-proxmoxer; a
-// python3 earlier on PATH (pyenv, a virtualenv) does not see them.
-const python3 = "/usr/bin/python3"
 
 // proxmoxerScript drives a VM's life through proxmoxer and reports each step.
 const proxmoxerScript = "testdata/proxmoxer_life.py"
@@ -37,19 +29,6 @@ var proxmoxerSteps = []string{
 // proxmoxerTasks are the task types the life starts, each of which must end OK.
 var proxmoxerTasks = []string{"qmclone", "qmconfig", "resize", "qmstart", "qmshutdown", "qmstop", "qmdestroy"}
 
-// proxmoxerMissing says why proxmoxer cannot run here, or "" when it can.
-func proxmoxerMissing() string {
-	// -I: neither PYTHONPATH nor a user's site-packages stands in for Debian's package.
-	out, err := exec.Command(python3, "-I", "-c", "import requests; from proxmoxer import ProxmoxAPI").CombinedOutput()
-	if err == nil {
-		return ""
-	}
-	// The traceback's last line names the missing module.
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return fmt.Sprintf("%s cannot import proxmoxer and requests (%v %s); run hack/deps.sh as root to install python3-proxmoxer and python3-requests",
-		python3, err, lines[len(lines)-1])
-}
-
 // stepResult is one line proxmoxerScript prints.
 type stepResult struct {
 	Step   string `json:"step"`
@@ -62,7 +41,7 @@ type stepResult struct {
 // starts, reads, shuts down, stops and deletes a VM, waiting on each task's status,
 // and meets PVE's errors where PVE gives them, with a ticket and with an API token.
 func TestProxmoxerDrivesAWholeVMLife(t *testing.T) {
-	hostdeps.Require(t, proxmoxerMissing())
+	proxmoxer.Require(t)
 	tests := []struct {
 		auth string
 		// user is who the simulator's tasks say started them.
@@ -135,22 +114,10 @@ func TestProxmoxerDrivesAWholeVMLife(t *testing.T) {
 // returns its results by step, its stderr, and how it exited.
 func runProxmoxer(t *testing.T, s *proxmoxsim.Simulator, auth string) (map[string]stepResult, string, error) {
 	t.Helper()
-	ca := filepath.Join(t.TempDir(), "pve-root-ca.pem")
-	if err := os.WriteFile(ca, s.CACert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(s.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python3, "-I", proxmoxerScript, "--auth", auth,
-		"--host", u.Hostname(), "--port", u.Port(), "--ca", ca,
+	cmd := proxmoxer.Command(ctx, t, s, proxmoxerScript, "--auth", auth,
 		"--node", "pve1", "--template", fmt.Sprint(proxmoxsim.FirstTemplateVMID))
-	cmd.Env = append(os.Environ(),
-		"PVE_USER="+s.Username, "PVE_PASSWORD="+s.Password,
-		"PVE_TOKEN_ID="+s.TokenID, "PVE_TOKEN_SECRET="+s.TokenSecret)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, runErr := cmd.Output()

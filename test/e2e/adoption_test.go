@@ -2,13 +2,9 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +35,7 @@ import (
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
 	"github.com/banlieue/banlieue/sim/libvirtd"
+	"github.com/banlieue/banlieue/test/proxmoxer"
 )
 
 // The tests of section 4 (adoption) and 5 (deletionPolicy Retain) of
@@ -370,51 +367,8 @@ func pvePowerTasks(pve *proxmoxtest.Simulator) []string {
 	return out
 }
 
-// proxmoxerScript is the proxmox driver's witness script: python3-proxmoxer reads a
-// VM's tags, description, net0, status and QEMU PID.
-const proxmoxerScript = "../../providers/proxmox/testdata/proxmoxer_adopted.py"
-
-// proxmoxerRead reads the VM through Debian's python3-proxmoxer, a PVE client banlieue
-// did not write; ok is false (and the test logs why) where it is not installed.
-func proxmoxerRead(t *testing.T, pve *proxmoxtest.Simulator, node string, vmid int) (st pveVMState, ok bool) {
-	t.Helper()
-	const python3 = "/usr/bin/python3"
-	if out, err := exec.Command(python3, "-I", "-c", "import requests; from proxmoxer import ProxmoxAPI").CombinedOutput(); err != nil {
-		t.Logf("no proxmoxer witness: %v %s", err, strings.TrimSpace(string(out)))
-		return st, false
-	}
-	ca := filepath.Join(t.TempDir(), "pve-root-ca.pem")
-	if err := os.WriteFile(ca, pve.CACert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(pve.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python3, "-I", proxmoxerScript, "--host", u.Hostname(), "--port", u.Port(), //nolint:gosec // the test's own script and arguments
-		"--ca", ca, "--node", node, "--vmid", strconv.Itoa(vmid))
-	cmd.Env = append(os.Environ(), "PVE_TOKEN_ID="+pve.TokenID, "PVE_TOKEN_SECRET="+pve.TokenSecret)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("proxmoxer: %v\n%s", err, stderr.String())
-	}
-	var got struct {
-		Tags        string `json:"tags"`
-		Description string `json:"description"`
-		Status      string `json:"status"`
-		PID         int    `json:"pid"`
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("proxmoxer printed %q: %v", out, err)
-	}
-	return pveVMState{Tags: got.Tags, Description: got.Description, Status: got.Status, PID: got.PID}, true
-}
-
 func TestAProxmoxVMIsAdoptedAsItIsAndLetGoRunning(t *testing.T) {
+	proxmoxer.Require(t)
 	f := newFixture(t)
 	pve := startPVE(t)
 	api := pveAPI(pve)
@@ -461,7 +415,8 @@ func TestAProxmoxVMIsAdoptedAsItIsAndLetGoRunning(t *testing.T) {
 	f.g.Expect(after.PID).To(Equal(before.PID), "the VM runs in another QEMU process")
 	f.g.Expect(after.Uptime).To(BeNumerically(">=", before.Uptime), "the VM's uptime was reset")
 	f.g.Expect(pvePowerTasks(pve)).To(Equal(powerTasks), "power or clone tasks since the VM was made")
-	if px, ok := proxmoxerRead(t, pve, proxmoxtest.Node1, vmid); ok {
+	{
+		px := proxmoxer.ReadVM(t, pve.Simulator, proxmoxtest.Node1, vmid)
 		t.Logf("proxmoxer reads the adopted VM: %+v", px)
 		f.g.Expect(pveTags(px.Tags)).To(ContainElement(proxmox.TagPrefix + uid))
 		f.g.Expect(px.Description).To(ContainSubstring(proxmox.DescriptionUIDKey + uid))
@@ -480,7 +435,8 @@ func TestAProxmoxVMIsAdoptedAsItIsAndLetGoRunning(t *testing.T) {
 	f.g.Expect(released.PID).To(Equal(before.PID), "the released VM runs in another QEMU process")
 	f.g.Expect(released.Uptime).To(BeNumerically(">=", after.Uptime))
 	f.g.Expect(pvePowerTasks(pve)).To(Equal(powerTasks), "power or clone tasks since the VM was made")
-	if px, ok := proxmoxerRead(t, pve, proxmoxtest.Node1, vmid); ok {
+	{
+		px := proxmoxer.ReadVM(t, pve.Simulator, proxmoxtest.Node1, vmid)
 		t.Logf("proxmoxer reads the released VM: %+v", px)
 		f.g.Expect(pveTags(px.Tags)).NotTo(ContainElement(proxmox.TagPrefix + uid))
 		f.g.Expect(px.Description).NotTo(ContainSubstring(uid))

@@ -1,11 +1,11 @@
 """Reads one VM through proxmoxer, a Proxmox VE client banlieue did not write.
 
-adopt_test.go runs this with Debian's /usr/bin/python3 and python3-proxmoxer against
-the simulator after the driver adopted the VM, and checks what it prints: one JSON
+proxmoxer.ReadVM (proxmoxer.go) runs this with Debian's /usr/bin/python3 and
+python3-proxmoxer against the simulator, and the tests check what it prints: one JSON
 object, {"tags", "description", "status", "pid", "net0"}, from the VM's config and
 its current status, read with the API token.
 
-Usage: proxmoxer_adopted.py --host H --port P --ca CA.pem --node NODE --vmid VMID,
+Usage: read_vm.py --host H --port P --ca CA.pem --node NODE --vmid VMID,
 with PVE_TOKEN_ID (user@realm!name) and PVE_TOKEN_SECRET in the environment.
 """
 

@@ -151,8 +151,10 @@ func (r *rig) inventories() []backendInventory {
 // checkInventory compares every backend with the machines that stand for its VMs and
 // fails the test on a duplicate (two backend VMs with one machine's UID), an orphan (a
 // backend VM, or a file kept for a machine such as a seed ISO, that no machine stands
-// for) or a machine with no backend VM. With empty it also fails on any machine or
-// backend VM at all, but for the VMs the fleet's deletion retained (r.retained).
+// for) or a machine with no backend VM, but for a machine that lost an adoption. The
+// machines are the fleet's and the adoptions' (r.machineNamespaces). With empty it also
+// fails on any machine or backend VM at all, but for the VMs deletions under
+// deletionPolicy Retain let go (r.retained).
 func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 	t.Helper()
 	var (
@@ -160,10 +162,14 @@ func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 		problems []string
 	)
 	for _, inv := range r.inventories() {
-		machines := &metav1.PartialObjectMetadataList{}
-		machines.SetGroupVersionKind(infrav1.GroupVersion.WithKind(inv.kind + "List"))
-		if err := r.c.List(r.ctx, machines, client.InNamespace(namespace)); err != nil {
-			t.Fatalf("failed to list %s: %v", inv.kind, err)
+		var machines []metav1.PartialObjectMetadata
+		for _, ns := range r.machineNamespaces() {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(infrav1.GroupVersion.WithKind(inv.kind + "List"))
+			if err := r.c.List(r.ctx, list, client.InNamespace(ns)); err != nil {
+				t.Fatalf("failed to list %s: %v", inv.kind, err)
+			}
+			machines = append(machines, list.Items...)
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 		vms, err := inv.list(ctx)
@@ -182,7 +188,8 @@ func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 				byUID[vm.UID] = append(byUID[vm.UID], vm.ID)
 			}
 		}
-		for _, m := range machines.Items {
+		losers := r.adoptionLosers()
+		for _, m := range machines {
 			ids := byUID[string(m.UID)]
 			delete(byUID, string(m.UID))
 			if kept := files[string(m.UID)]; len(kept) > 1 {
@@ -194,6 +201,8 @@ func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 			switch {
 			case empty:
 				problems = append(problems, fmt.Sprintf("%s: %s %s is left", inv.name, inv.kind, m.Name))
+			case len(ids) == 0 && losers[string(m.UID)]:
+				// It lost an adoption: the VM it names is another machine's.
 			case len(ids) == 0:
 				counts.missing++
 				problems = append(problems, fmt.Sprintf("%s: %s %s (%s) has no backend VM", inv.name, inv.kind, m.Name, m.UID))

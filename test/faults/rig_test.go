@@ -58,6 +58,9 @@ type rig struct {
 	// retained are the backend VMs, as the inventory names them, that deletions under
 	// deletionPolicy Retain let go: no machine stands for them, and none should.
 	retained map[string]bool
+	// adoptions are the backend VMs made behind banlieue's back that two
+	// VirtualMachines each adopt (adopt_test.go).
+	adoptions []*adoption
 }
 
 // result is one row of the report.
@@ -119,7 +122,7 @@ func newRig(t *testing.T, sz size, seed uint64) *rig {
 		r.procs = append(r.procs, p)
 	}
 
-	for _, o := range append(b.objects(), r.fleetObjects()...) {
+	for _, o := range append(enableAdoption(b.objects()), r.fleetObjects()...) {
 		if err := r.c.Create(ctx, o); err != nil {
 			t.Fatalf("failed to create %s %s: %v", o.GetObjectKind().GroupVersionKind().Kind, client.ObjectKeyFromObject(o), err)
 		}

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,14 +50,20 @@ func paced(n int, d time.Duration, f func(i int) error) <-chan error {
 
 func (r *rig) createUnderKills(t *testing.T) {
 	n := r.size.Rounds / 2
+	// Two namespaces race to adopt each of a few VMs made behind banlieue's back, while
+	// the fleet is created and the processes killed (adopt_test.go).
+	r.startAdoption(t)
 	created := paced(r.size.VMs, roundsTime(n), func(i int) error { return r.c.Create(r.ctx, r.newVM(i)) })
 	r.killRounds(t, n)
 	if err := <-created; err != nil {
 		t.Fatalf("failed to create a VM: %v", err)
 	}
 	r.requireRunning(t)
+	start := time.Now()
+	r.awaitAdoption(t)
+	adopted := time.Since(start)
 	took, inv := r.converge(t)
-	r.record("create the fleet", fmt.Sprintf("%d VMs created during %d kill rounds", r.size.VMs, n), took, inv)
+	r.record("create the fleet", fmt.Sprintf("%d VMs created during %d kill rounds; %d backend VMs each adopted by one of two namespaces meanwhile", r.size.VMs, n, len(r.adoptions)), adopted+took, inv)
 }
 
 func (r *rig) deleteUnderKills(t *testing.T) {
@@ -65,14 +72,20 @@ func (r *rig) deleteUnderKills(t *testing.T) {
 	// One VM per simulator is let go (deletionPolicy Retain): its deletion, under the
 	// same kills, must leave its backend VM as it was, unmarked.
 	retained := r.retainOnePerSimulator(t)
+	// So are the VMs adopted on the simulated vCenter (the Proxmox VE ones were let go
+	// before the Provider's deletion): their VirtualMachines, winners and losers, are
+	// deleted with the fleet.
+	r.retainAdopted(t, vsphereProv)
+	adopted := r.adoptionVMs(vsphereProv)
 	vms := r.vms(g)
-	names := make([]string, 0, len(vms))
+	keys := make([]client.ObjectKey, 0, len(vms)+len(adopted))
 	for _, vm := range vms {
-		names = append(names, vm.Name)
+		keys = append(keys, client.ObjectKeyFromObject(&vm))
 	}
-	deleted := paced(len(names), roundsTime(n), func(i int) error {
+	keys = append(keys, adopted...)
+	deleted := paced(len(keys), roundsTime(n), func(i int) error {
 		vm := &banlieuev1.VirtualMachine{}
-		vm.Namespace, vm.Name = namespace, names[i]
+		vm.Namespace, vm.Name = keys[i].Namespace, keys[i].Name
 		return client.IgnoreNotFound(r.c.Delete(r.ctx, vm))
 	})
 	r.killRounds(t, n)
@@ -84,10 +97,15 @@ func (r *rig) deleteUnderKills(t *testing.T) {
 		left := r.vms(g)
 		g.Expect(left).To(BeEmpty(), "%d VMs are left", len(left))
 	}).WithTimeout(r.size.Converge).WithPolling(time.Second).Should(Succeed())
+	r.awaitAdoptedGone(g, vsphereProv)
 	took := time.Since(start)
 	r.requireRunning(t)
-	r.retained = r.checkRetained(t, retained)
-	r.record("delete the fleet", fmt.Sprintf("%d VMs deleted during %d kill rounds, %d of them under deletionPolicy Retain; every backend then empty but for those, unmarked", len(names), n, len(retained)),
+	// Besides the VMs adopted and let go before (checkReleased adds them).
+	ids := r.checkRetained(t, retained)
+	maps.Copy(ids, r.retained)
+	r.retained = ids
+	r.checkReleased(t, vsphereProv)
+	r.record("delete the fleet", fmt.Sprintf("%d VMs deleted during %d kill rounds, %d of them under deletionPolicy Retain (%d adopted); every backend then empty but for those, unmarked", len(keys), n, len(retained)+len(adopted)/2, len(adopted)/2),
 		took, r.checkInventory(t, true))
 }
 
@@ -260,6 +278,9 @@ func (r *rig) credentialsRotation(t *testing.T) {
 
 func (r *rig) providerDeletion(t *testing.T) {
 	g := NewWithT(t)
+	// The VMs adopted on Proxmox VE cannot move (migrationPolicy never) and would hold
+	// the Provider: they are let go first, under deletionPolicy Retain.
+	r.releaseAdopted(t, proxmoxProv)
 	on := r.vmsOn(g, proxmoxProv)
 	if len(on) < 2 {
 		t.Fatalf("%d VMs on %s; the scenario needs two", len(on), proxmoxProv)
@@ -302,7 +323,7 @@ func (r *rig) providerDeletion(t *testing.T) {
 	r.record("Provider deletion", fmt.Sprintf("Proxmox Provider with %d VMs deleted; DeletionBlocked until they moved to vSphere (%.0f s)", len(on), gone.Seconds()), took, inv)
 
 	// Bring the Provider back for the last scenario: a new Provider of the same name.
-	objs := devenv.ProxmoxObjects(r.backends.Proxmox)
+	objs := enableAdoption(devenv.ProxmoxObjects(r.backends.Proxmox))
 	g.Expect(r.c.Create(r.ctx, objs[len(objs)-1])).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(conditionOf(r.provider(g, proxmoxProv).Status.Conditions, banlieuev1.ReadyCondition)).To(Equal("True/Ready: "))

@@ -107,6 +107,7 @@ const (
 
 // ObservedHardware is a VM's hardware as its backend reports it, which may differ from
 // its class's: an adopted VM's shape, or a change that waits for the next restart.
+// +kubebuilder:validation:MinProperties=1
 type ObservedHardware struct {
 	// cpus is the VM's virtual CPU count.
 	// +optional

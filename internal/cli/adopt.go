@@ -296,7 +296,8 @@ func (a *adoptPlan) write(vms []providersdk.UnmanagedVM, out io.Writer) error {
 		header = append(header, "", "No VM to adopt: the Provider's backend has no unmanaged VM (that is no template) matching --name and --location.")
 	}
 
-	docs := []document{{comments: header}}
+	docs := make([]document, 0, 1+len(a.newClasses)+len(vmDocs))
+	docs = append(docs, document{comments: header})
 	for _, name := range slices.Sorted(maps.Keys(a.newClasses)) {
 		docs = append(docs, document{obj: a.newClasses[name], comments: []string{
 			"The shape of the adopted VMs below. Disk sizes are whole GiB, rounded up; storageClass only matters",
@@ -367,7 +368,7 @@ func classSpec(vm providersdk.UnmanagedVM, p *banlieuev1.Provider) (banlieuev1.V
 	return spec, notes, ""
 }
 
-// diskName names a VMClass's disk i: root, then data1, data2…
+// diskName names a VMClass's disk i: root, then data1, data2, and so on.
 func diskName(i int) string {
 	if i == 0 {
 		return "root"
@@ -483,8 +484,8 @@ func (a *adoptPlan) vmName(backend string) string {
 // truncateLabel is base, shortened so that base+suffix is at most a DNS label's 63
 // characters and ends with no '-', followed by suffix.
 func truncateLabel(base, suffix string) string {
-	if max := validation.DNS1123LabelMaxLength - len(suffix); len(base) > max {
-		base = strings.TrimRight(base[:max], "-")
+	if limit := validation.DNS1123LabelMaxLength - len(suffix); len(base) > limit {
+		base = strings.TrimRight(base[:limit], "-")
 	}
 	return base + suffix
 }

@@ -366,7 +366,7 @@ func TestAdoptCommand(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var ids []string
+				ids := make([]string, 0, len(tc.want))
 				for _, name := range tc.want {
 					ids = append(ids, idOf(name))
 				}
@@ -585,7 +585,7 @@ func TestAdoptPlan(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := decodeAdopt(t, buf.String())
-			var machines, classes []string
+			machines, classes := make([]string, 0, len(out.machines)), make([]string, 0, len(out.machines))
 			for _, m := range out.machines {
 				machines = append(machines, m.Name)
 				classes = append(classes, m.Spec.ClassRef.Name)

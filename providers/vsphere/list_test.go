@@ -21,7 +21,7 @@ import (
 func unmanagedFromSim(vm mo.VirtualMachine, location string) providersdk.UnmanagedVM {
 	// vmDisks reads whole GiB; the simulator's disks are.
 	sizes, _ := vmDisks(vm)
-	var disks []int64
+	disks := make([]int64, 0, len(sizes))
 	for _, s := range sizes {
 		disks = append(disks, s*providersdk.GiB)
 	}
@@ -111,7 +111,7 @@ func TestListVMs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []providersdk.UnmanagedVM
+	want := make([]providersdk.UnmanagedVM, 0, len(all))
 	var templates int
 	for _, vm := range all {
 		switch {
@@ -152,7 +152,7 @@ func TestListVMs(t *testing.T) {
 	t.Run("the Provider's datacenter and folder bound the list", func(t *testing.T) {
 		moveToFolder(t, sim, "legacy", reshaped.Self)
 		inFolder := "/" + vspheretest.Datacenter + "/vm/legacy"
-		var wantInFolder, wantAll []providersdk.UnmanagedVM
+		wantInFolder, wantAll := []providersdk.UnmanagedVM{}, make([]providersdk.UnmanagedVM, 0, len(want))
 		for _, w := range want {
 			if w.Name == hostVM1 {
 				w.Location = inFolder

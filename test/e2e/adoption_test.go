@@ -454,7 +454,7 @@ func lvVirsh(t *testing.T, d *libvirtd.Daemon, args ...string) (string, error) {
 	if err != nil {
 		t.Fatal("virsh is not installed; hack/deps.sh installs it")
 	}
-	out, err := exec.Command(path, append([]string{"-c", d.QEMUURI()}, args...)...).CombinedOutput() //nolint:gosec // virsh, the witness, with the test's own arguments
+	out, err := exec.Command(path, append([]string{"-c", d.QEMUURI()}, args...)...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, out)
 	}

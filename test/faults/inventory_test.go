@@ -162,8 +162,9 @@ func (r *rig) checkInventory(t *testing.T, empty bool) inventoryCounts {
 		problems []string
 	)
 	for _, inv := range r.inventories() {
-		var machines []metav1.PartialObjectMetadata
-		for _, ns := range r.machineNamespaces() {
+		namespaces := r.machineNamespaces()
+		machines := make([]metav1.PartialObjectMetadata, 0, len(namespaces))
+		for _, ns := range namespaces {
 			list := &metav1.PartialObjectMetadataList{}
 			list.SetGroupVersionKind(infrav1.GroupVersion.WithKind(inv.kind + "List"))
 			if err := r.c.List(r.ctx, list, client.InNamespace(ns)); err != nil {

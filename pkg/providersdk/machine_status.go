@@ -73,7 +73,7 @@ func (s *scope) observe(o Observation, task Task) {
 	s.status.Addresses = o.Addresses
 	s.status.PowerState = o.PowerState
 	if o.Hardware != nil {
-		s.status.Hardware = o.Hardware.Observed()
+		s.status.Hardware = ptr.To(o.Hardware.Observed())
 	}
 	s.status.FailureDomain = o.FailureDomain
 	s.recordDetails(o.Details)

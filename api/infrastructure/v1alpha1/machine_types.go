@@ -376,8 +376,7 @@ type MachineStatus struct {
 	// hardware is the VM's CPUs, memory and disk sizes as the backend last reported
 	// them.
 	// +optional
-	// +kubebuilder:validation:MinProperties=1
-	Hardware banlieuev1.ObservedHardware `json:"hardware,omitempty,omitzero"`
+	Hardware *banlieuev1.ObservedHardware `json:"hardware,omitempty"`
 
 	// task is the backend task in flight, if any.
 	// +optional

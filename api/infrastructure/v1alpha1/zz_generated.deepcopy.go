@@ -420,7 +420,11 @@ func (in *MachineStatus) DeepCopyInto(out *MachineStatus) {
 		*out = make([]apiv1alpha1.MachineAddress, len(*in))
 		copy(*out, *in)
 	}
-	in.Hardware.DeepCopyInto(&out.Hardware)
+	if in.Hardware != nil {
+		in, out := &in.Hardware, &out.Hardware
+		*out = new(apiv1alpha1.ObservedHardware)
+		(*in).DeepCopyInto(*out)
+	}
 	in.Task.DeepCopyInto(&out.Task)
 	in.Restart.DeepCopyInto(&out.Restart)
 }

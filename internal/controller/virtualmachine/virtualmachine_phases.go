@@ -564,7 +564,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	vm.Status.Addresses = status.Addresses
 	vm.Status.Initialization = banlieuev1.Initialization{Provisioned: status.Initialization.Provisioned}
 	vm.Status.ObservedPowerState = status.PowerState
-	vm.Status.Hardware = status.Hardware
+	vm.Status.Hardware = ptr.Deref(status.Hardware, banlieuev1.ObservedHardware{})
 	vm.Status.Restart = restartOf(status.Restart)
 	s.machineFailed = status.FailureReason != ""
 	if p := meta.FindStatusCondition(status.Conditions, infrav1.MachinePausedCondition); p != nil && p.Status == metav1.ConditionTrue {

@@ -45,6 +45,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		Exists: true, UpToDate: true, PowerState: banlieuev1.PowerStatePoweredOn, WaitingForGuest: true,
 		ProviderID:    "libvirt://" + h.hostname + "/" + string(m.UID),
 		FailureDomain: h.failureDomain,
+		Hardware:      &providersdk.Hardware{CPUs: 1, MemoryMiB: 256, DiskBytes: []int64{2 * providersdk.GiB}},
 	}
 	details := o.Details
 	if o.BootID == "" {

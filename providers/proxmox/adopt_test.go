@@ -207,7 +207,8 @@ func TestAdoptARunningVMKeepsItAsItIs(t *testing.T) {
 	want = providersdk.Observation{
 		Exists: true, UpToDate: true, ProviderID: id, PowerState: banlieuev1.PowerStatePoweredOn,
 		FailureDomain: proxmoxtest.Node1, WaitingForGuest: true, BootID: bootID(proxmoxtest.Node1, run.PID),
-		Details: &infrav1.ProxmoxStatus{Node: proxmoxtest.Node1, VMID: int32(vmid)},
+		Details:  &infrav1.ProxmoxStatus{Node: proxmoxtest.Node1, VMID: int32(vmid)},
+		Hardware: &providersdk.Hardware{CPUs: 4, MemoryMiB: 3072, DiskBytes: []int64{8 * providersdk.GiB}},
 	}
 	if diff := cmp.Diff(want, o, ignoreState); err != nil || diff != "" {
 		t.Fatalf("Observe of the adopted VM (-want +got):\n%s\nerror %v", diff, err)

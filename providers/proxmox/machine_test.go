@@ -111,6 +111,7 @@ func TestMachineLifecycle(t *testing.T) {
 			FailureDomain:   proxmoxtest.Node1,
 			Details:         &infrav1.ProxmoxStatus{Node: proxmoxtest.Node1, VMID: int32(vmid)},
 			WaitingForGuest: true,
+			Hardware:        &providersdk.Hardware{CPUs: 4, MemoryMiB: 4096, DiskBytes: []int64{20 * providersdk.GiB, 5 * providersdk.GiB}},
 		}
 		// The boot ID is the running QEMU's PID on its node, from status/current.
 		if !regexp.MustCompile(`^pve1/qemu-[1-9][0-9]*$`).MatchString(o.BootID) {

@@ -104,6 +104,7 @@ func TestMachineLifecycle(t *testing.T) {
 			FailureDomain:   "dc0-dc0-c0",
 			Details:         &infrav1.VSphereStatus{MoRef: moRef, InstanceUUID: uid},
 			WaitingForGuest: true,
+			Hardware:        &providersdk.Hardware{CPUs: 4, MemoryMiB: 4096, DiskBytes: []int64{20 * providersdk.GiB, 5 * providersdk.GiB}},
 		}
 		// The boot ID is the boot time vcsim set when the clone powered the VM on.
 		if bt, err := time.Parse(time.RFC3339Nano, o.BootID); err != nil || time.Since(bt) > time.Minute {

@@ -4,7 +4,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -120,24 +119,10 @@ func adopting(name, providerID string) *providersdk.Machine {
 	})
 }
 
-// virsh runs virsh on the test daemon's QEMU driver: the witness outside the driver.
-func virsh(t *testing.T, d *libvirtd.Daemon, args ...string) (string, error) {
-	t.Helper()
-	path, err := exec.LookPath("virsh")
-	if err != nil {
-		t.Fatal("virsh is not installed; hack/deps.sh installs it")
-	}
-	out, err := exec.Command(path, append([]string{"-c", d.QEMUURI()}, args...)...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
 // mustVirsh runs virsh and fails the test when it fails.
 func mustVirsh(t *testing.T, d *libvirtd.Daemon, args ...string) string {
 	t.Helper()
-	out, err := virsh(t, d, args...)
+	out, err := d.Virsh(args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +136,7 @@ func virshMark(t *testing.T, d *libvirtd.Daemon, domain, part string) (*struct {
 	Volumes []string `xml:"volume"`
 }, error) {
 	t.Helper()
-	out, err := virsh(t, d, "metadata", domain, "--uri", MetadataNamespace, part)
+	out, err := d.Virsh("metadata", domain, "--uri", MetadataNamespace, part)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +326,7 @@ func TestAdoptADomainDefinedOutsideBanlieue(t *testing.T) {
 			if o := mustObserve(t, s, m); o.Exists {
 				t.Errorf("Observe after the delete: %+v, want nothing", o)
 			}
-			if out, err := virsh(t, d, "domstate", f.uuid); err == nil {
+			if out, err := d.Virsh("domstate", f.uuid); err == nil {
 				t.Errorf("the domain survived its deletion: %s", out)
 			}
 			vols := mustVirsh(t, d, "vol-list", testPool)

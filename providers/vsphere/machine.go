@@ -75,11 +75,15 @@ func (s *session) observeAdopted(ctx context.Context, m *providersdk.Machine, ru
 	case vm.Template:
 		return providersdk.Observation{}, providersdk.AdoptionTargetInvalid(id, "it is a template")
 	}
-	if err := s.checkScope(ctx, id, vm); err != nil {
-		if vcenter.IsNotFound(err) {
-			return providersdk.Observation{Task: inFlight}, nil // deleted since it was read
+	if !mine {
+		// Only a VM to claim is checked: the machine's own passed the check when it
+		// claimed it, and looking again would cost a Locate call on every reconcile.
+		if err := s.checkScope(ctx, id, vm); err != nil {
+			if vcenter.IsNotFound(err) {
+				return providersdk.Observation{Task: inFlight}, nil // deleted since it was read
+			}
+			return providersdk.Observation{}, err
 		}
-		return providersdk.Observation{}, err
 	}
 	if vm.Identity != "" {
 		// The claim race is over: a claim made now reads this mark and stops.

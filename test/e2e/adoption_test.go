@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -447,24 +446,10 @@ func TestAProxmoxVMIsAdoptedAsItIsAndLetGoRunning(t *testing.T) {
 
 // --- libvirt ---
 
-// lvVirsh runs virsh on the daemon's QEMU driver: the witness outside the driver.
-func lvVirsh(t *testing.T, d *libvirtd.Daemon, args ...string) (string, error) {
-	t.Helper()
-	path, err := exec.LookPath("virsh")
-	if err != nil {
-		t.Fatal("virsh is not installed; hack/deps.sh installs it")
-	}
-	out, err := exec.Command(path, append([]string{"-c", d.QEMUURI()}, args...)...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
 // lvMustVirsh runs virsh and fails the test when it fails.
 func lvMustVirsh(t *testing.T, d *libvirtd.Daemon, args ...string) string {
 	t.Helper()
-	out, err := lvVirsh(t, d, args...)
+	out, err := d.Virsh(args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +461,7 @@ func lvMustVirsh(t *testing.T, d *libvirtd.Daemon, args ...string) string {
 // none.
 func lvMarkUID(t *testing.T, d *libvirtd.Daemon, domain, part string) (string, error) {
 	t.Helper()
-	out, err := lvVirsh(t, d, "metadata", domain, "--uri", libvirt.MetadataNamespace, part)
+	out, err := d.Virsh("metadata", domain, "--uri", libvirt.MetadataNamespace, part)
 	if err != nil {
 		return "", err
 	}

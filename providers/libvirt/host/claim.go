@@ -1,11 +1,8 @@
 package host
 
 import (
-	"bytes"
 	"context"
-	"encoding/xml"
 	"fmt"
-	"strings"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -143,20 +140,4 @@ func ownVolumes(x string) ([]string, error) {
 
 // element writes the element as SetMetadata takes it: without a namespace, which
 // libvirt gives it (with the prefix the call names), as it does the element's children.
-func (m Metadata) element() string {
-	var b strings.Builder
-	esc := func(s string) string {
-		var out bytes.Buffer
-		_ = xml.EscapeText(&out, []byte(s))
-		return out.String()
-	}
-	b.WriteString("<machine>")
-	fmt.Fprintf(&b, "<uid>%s</uid>", esc(m.UID))
-	fmt.Fprintf(&b, "<namespace>%s</namespace>", esc(m.Namespace))
-	fmt.Fprintf(&b, "<name>%s</name>", esc(m.Name))
-	for _, v := range m.Volumes {
-		fmt.Fprintf(&b, "<volume>%s</volume>", esc(v))
-	}
-	b.WriteString("</machine>")
-	return b.String()
-}
+func (m Metadata) element() string { return m.write("") }

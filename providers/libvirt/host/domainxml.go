@@ -30,21 +30,36 @@ type Metadata struct {
 
 // marshal writes the element with the prefix "banlieue": libvirt keeps a metadata
 // element only when its namespace has a prefix.
-func (m Metadata) marshal() string {
+func (m Metadata) marshal() string { return m.write("banlieue") }
+
+// write writes the element, its name and its children's with prefix (and the element
+// declaring the prefix's namespace), or with none when prefix is "".
+func (m Metadata) write(prefix string) string {
 	var b strings.Builder
 	esc := func(s string) string {
 		var out bytes.Buffer
 		_ = xml.EscapeText(&out, []byte(s))
 		return out.String()
 	}
-	fmt.Fprintf(&b, `<banlieue:machine xmlns:banlieue=%q>`, MetadataNamespace)
-	fmt.Fprintf(&b, "<banlieue:uid>%s</banlieue:uid>", esc(m.UID))
-	fmt.Fprintf(&b, "<banlieue:namespace>%s</banlieue:namespace>", esc(m.Namespace))
-	fmt.Fprintf(&b, "<banlieue:name>%s</banlieue:name>", esc(m.Name))
-	for _, v := range m.Volumes {
-		fmt.Fprintf(&b, "<banlieue:volume>%s</banlieue:volume>", esc(v))
+	name := func(local string) string {
+		if prefix == "" {
+			return local
+		}
+		return prefix + ":" + local
 	}
-	b.WriteString("</banlieue:machine>")
+	if prefix == "" {
+		b.WriteString("<machine>")
+	} else {
+		fmt.Fprintf(&b, `<%s xmlns:%s=%q>`, name("machine"), prefix, MetadataNamespace)
+	}
+	field := func(local, v string) { fmt.Fprintf(&b, "<%s>%s</%s>", name(local), esc(v), name(local)) }
+	field("uid", m.UID)
+	field("namespace", m.Namespace)
+	field("name", m.Name)
+	for _, v := range m.Volumes {
+		field("volume", v)
+	}
+	fmt.Fprintf(&b, "</%s>", name("machine"))
 	return b.String()
 }
 

@@ -1,7 +1,9 @@
 package providersdk
 
 import (
+	"cmp"
 	"fmt"
+	"strconv"
 	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -185,32 +187,86 @@ func Descriptions(changes []HardwareChange) []string {
 // (vSphere gives up vNUMA for a VM with CPU hot-add). HotplugFrom reads it.
 const ParamHotplug = "hotplug"
 
-// Hotplug is what ParamHotplug turns on.
+// ParamMaxCPUs and ParamMaxMemoryMiB are the Provider parameters that bound how far a
+// VM created with hotplug may grow while it runs, on the backends that fix the bound at
+// creation (libvirt's <vcpu> and <maxMemory>, Proxmox VE's cores). Unset, the bound is
+// defaultHotplugFactor times what the VM is created with, as KubeVirt does for its
+// maxSockets and maxGuest; CPUs are capped at defaultMaxCPUs. Growing past the bound
+// waits for the VM's next power cycle, which sets it again.
+const (
+	ParamMaxCPUs      = "maxCPUs"
+	ParamMaxMemoryMiB = "maxMemoryMiB"
+)
+
+const (
+	defaultHotplugFactor = 4
+	defaultMaxCPUs       = 64
+)
+
+// Hotplug is what ParamHotplug, ParamMaxCPUs and ParamMaxMemoryMiB turn on.
 type Hotplug struct {
 	// CPU lets the VM's CPU count grow while it runs.
 	CPU bool
 	// Memory lets the VM's memory grow while it runs.
 	Memory bool
+	// MaxCPUs and MaxMemoryMiB are the Provider's bounds; zero when unset.
+	MaxCPUs      int32
+	MaxMemoryMiB int64
 }
 
-// HotplugFrom reads ParamHotplug from a Provider's parameters; an item other than cpu
-// or memory is an error whose message says how to fix the Provider.
+// Limits returns the bounds a VM created with cpus and memoryMiB gets: what it is
+// created with for what may not grow while it runs, otherwise the Provider's bound or
+// the default, never below what it is created with.
+func (h Hotplug) Limits(cpus int32, memoryMiB int64) (maxCPUs int32, maxMemoryMiB int64) {
+	maxCPUs, maxMemoryMiB = cpus, memoryMiB
+	if h.CPU {
+		maxCPUs = max(cpus, cmp.Or(h.MaxCPUs, min(defaultHotplugFactor*cpus, defaultMaxCPUs)))
+	}
+	if h.Memory {
+		maxMemoryMiB = max(memoryMiB, cmp.Or(h.MaxMemoryMiB, defaultHotplugFactor*memoryMiB))
+	}
+	return maxCPUs, maxMemoryMiB
+}
+
+// HotplugFrom reads ParamHotplug, ParamMaxCPUs and ParamMaxMemoryMiB from a Provider's
+// parameters; a value it cannot use is an error whose message says how to fix the
+// Provider.
 func HotplugFrom(params map[string]string) (Hotplug, error) {
 	var h Hotplug
-	v, ok := params[ParamHotplug]
-	if !ok || strings.TrimSpace(v) == "" {
-		return h, nil
-	}
-	for item := range strings.SplitSeq(v, ",") {
-		switch strings.ToLower(strings.TrimSpace(item)) {
-		case "cpu":
-			h.CPU = true
-		case "memory":
-			h.Memory = true
-		default:
-			return Hotplug{}, fmt.Errorf("parameters.%s %q: %q is neither cpu nor memory; list what may grow while a VM runs, e.g. cpu,memory, in the Provider",
-				ParamHotplug, v, strings.TrimSpace(item))
+	if v := strings.TrimSpace(params[ParamHotplug]); v != "" {
+		for item := range strings.SplitSeq(v, ",") {
+			switch strings.ToLower(strings.TrimSpace(item)) {
+			case "cpu":
+				h.CPU = true
+			case "memory":
+				h.Memory = true
+			default:
+				return Hotplug{}, fmt.Errorf("parameters.%s %q: %q is neither cpu nor memory; list what may grow while a VM runs, e.g. cpu,memory, in the Provider",
+					ParamHotplug, params[ParamHotplug], strings.TrimSpace(item))
+			}
 		}
 	}
+	maxCPUs, err := positiveParam(params, ParamMaxCPUs, 1<<10)
+	if err != nil {
+		return Hotplug{}, err
+	}
+	h.MaxCPUs = int32(maxCPUs)
+	if h.MaxMemoryMiB, err = positiveParam(params, ParamMaxMemoryMiB, 1<<30); err != nil {
+		return Hotplug{}, err
+	}
 	return h, nil
+}
+
+// positiveParam reads the whole number parameter key, 0 when unset; one that is not
+// between 1 and limit is an error saying so.
+func positiveParam(params map[string]string, key string, limit int64) (int64, error) {
+	v := strings.TrimSpace(params[key])
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > limit {
+		return 0, fmt.Errorf("parameters.%s %q is not a whole number from 1 to %d; set it in the Provider, or remove it for the default", key, v, limit)
+	}
+	return n, nil
 }

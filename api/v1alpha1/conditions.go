@@ -243,3 +243,10 @@ const (
 	// existing backend VM.
 	VirtualMachineAdoptedReason = "Adopted"
 )
+
+// Reasons of the Events a provider controller records on a Provider.
+const (
+	// ProviderOrphanDeletedReason: spec.orphanPolicy Delete deleted a backend VM this
+	// cluster marked, whose machine is gone.
+	ProviderOrphanDeletedReason = "OrphanDeleted"
+)

@@ -41,6 +41,14 @@ type ProviderSpec struct {
 	// +default="Disabled"
 	AdoptionPolicy AdoptionPolicy `json:"adoptionPolicy,omitempty"`
 
+	// orphanPolicy says what the provider controller does with the backend VMs that
+	// status.orphans reports: Report (the default) only counts them; Delete also deletes
+	// those marked by this cluster that two orphan scans in a row found, never a VM whose
+	// mark names another cluster or none (one made before marks named the cluster).
+	// +optional
+	// +default="Report"
+	OrphanPolicy OrphanPolicy `json:"orphanPolicy,omitempty"`
+
 	// paused stops both the core controller from placing new VMs here and the provider
 	// controller from acting on this Provider's machines; unset means false.
 	// +optional
@@ -56,6 +64,38 @@ const (
 	AdoptionPolicyDisabled AdoptionPolicy = "Disabled"
 	// AdoptionPolicyEnabled lets VirtualMachines adopt the Provider's unmanaged VMs.
 	AdoptionPolicyEnabled AdoptionPolicy = "Enabled"
+)
+
+// OrphanPolicy says what becomes of a Provider's orphaned backend VMs.
+// +kubebuilder:validation:Enum=Report;Delete
+type OrphanPolicy string
+
+const (
+	// OrphanPolicyReport counts orphaned VMs in status.orphans and deletes none: the
+	// default.
+	OrphanPolicyReport OrphanPolicy = "Report"
+	// OrphanPolicyDelete deletes the orphaned VMs this cluster marked, once two orphan
+	// scans in a row have found them.
+	OrphanPolicyDelete OrphanPolicy = "Delete"
+)
+
+// ProviderOperation is an operation beyond create, update and delete that a Provider's
+// driver supports.
+// +kubebuilder:validation:Enum=Adopt;Retain;ListVMs;ReportOrphans
+type ProviderOperation string
+
+const (
+	// ProviderOperationAdopt: VirtualMachines may adopt the backend's existing VMs
+	// (spec.adoptProviderID), where spec.adoptionPolicy allows it.
+	ProviderOperationAdopt ProviderOperation = "Adopt"
+	// ProviderOperationRetain: a VirtualMachine deleted under deletionPolicy Retain leaves
+	// its backend VM running. Without it such a VM is held with RetainNotSupported.
+	ProviderOperationRetain ProviderOperation = "Retain"
+	// ProviderOperationListVMs: `banlieue adopt` can list the backend's unmanaged VMs.
+	ProviderOperationListVMs ProviderOperation = "ListVMs"
+	// ProviderOperationReportOrphans: status.orphans is reported, and
+	// spec.orphanPolicy Delete acts.
+	ProviderOperationReportOrphans ProviderOperation = "ReportOrphans"
 )
 
 // Connection is how a provider controller reaches its backend.
@@ -256,11 +296,21 @@ type ProviderStatus struct {
 	// +kubebuilder:validation:MaxLength=256
 	ProviderIDPrefix string `json:"providerIDPrefix,omitempty"`
 
+	// supportedOperations are the operations beyond create, update and delete that the
+	// Provider's driver supports, as the provider controller found it built; unset when
+	// it supports none. A restart (spec.restartRequestedAt) is not listed: whether it
+	// can be confirmed depends on each VM, and a VM whose boot the backend cannot tell
+	// says so itself (restart result Unsupported).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	SupportedOperations []ProviderOperation `json:"supportedOperations,omitempty"`
+
 	// orphans reports the backend VMs that carry a banlieue machine's identity mark but
 	// belong to no machine of the Provider's kind in any namespace, as the provider
 	// controller last found them (every few minutes, for a driver that can list its
 	// marked VMs). It is unset when there are none or the driver cannot list them. It is
-	// a report: nothing deletes these VMs.
+	// a report, unless spec.orphanPolicy is Delete.
 	// +optional
 	Orphans ProviderOrphans `json:"orphans,omitempty,omitzero"`
 

@@ -698,6 +698,11 @@ func (in *ProviderStatus) DeepCopyInto(out *ProviderStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.SupportedOperations != nil {
+		in, out := &in.SupportedOperations, &out.SupportedOperations
+		*out = make([]ProviderOperation, len(*in))
+		copy(*out, *in)
+	}
 	in.Orphans.DeepCopyInto(&out.Orphans)
 }
 

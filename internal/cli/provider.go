@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,12 +20,14 @@ import (
 type providerFlags struct {
 	proxmoxSnippetsDir     string
 	namespace, watchFilter string
+	orphanScanInterval     time.Duration
 }
 
 // config returns the provider's Config with the flags' watch scope.
 func (f *providerFlags) config(class string) providersdk.Config {
 	cfg := builtinProviders(f)[class]()
 	cfg.Namespace, cfg.WatchFilter = f.namespace, f.watchFilter
+	cfg.OrphanScanInterval = f.orphanScanInterval
 	return cfg
 }
 
@@ -90,6 +93,8 @@ func newProviderCommand() *cobra.Command {
 		"stay readable in every namespace, as do machines, so that a Provider being deleted waits for the machines of every namespace")
 	cmd.Flags().StringVar(&pf.watchFilter, "watch-filter", "", "Reconcile only the machines labelled "+providersdk.WatchFilterLabel+"=<value>, and act only on the Cluster API Machines and Clusters labelled so "+
 		"(Cluster API's --watch-filter); none when empty")
+	cmd.Flags().DurationVar(&pf.orphanScanInterval, "orphan-scan-interval", 10*time.Minute, "How often, at most, each Provider's backend is scanned for orphaned VMs "+
+		"(status.orphans; spec.orphanPolicy Delete deletes those two scans in a row find)")
 	cmd.Flags().StringVar(&pf.proxmoxSnippetsDir, "proxmox-snippets-dir", "", "proxmox: where the nodes' snippets storages are mounted (<dir>/<storage>/snippets), to pass user-data as cicustom snippets instead of uploaded seed ISOs")
 	return cmd
 }

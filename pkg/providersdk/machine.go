@@ -57,6 +57,12 @@ type Machine struct {
 	Task Task
 	// Deleting is true when the machine is being deleted (it has a deletion timestamp).
 	Deleting bool
+	// ClusterID identifies the cluster the machine lives in (the UID of namespace
+	// kube-system; Sessions.ClusterID). A driver writes it into the marks of the VMs it
+	// creates or adopts, beside the machine's UID, and reports it in MarkedVM.ClusterID,
+	// so that a Provider's orphanPolicy Delete never deletes another cluster's VM that
+	// shares the backend. It may be "" in a driver's own tests: no cluster is marked.
+	ClusterID string
 }
 
 // Releasing reports whether the machine is deleted under spec.deletionPolicy Retain:

@@ -183,6 +183,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if err != nil {
 				return err
 			}
+			if s.machine.ClusterID, err = r.sessions.ClusterID(ctx); err != nil {
+				return err
+			}
 			_, s.guestsReported = cl.(GuestAddressReporter)
 			if deleting {
 				return r.reconcileDelete(ctx, cl, s)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -307,5 +309,27 @@ func TestAPermanentErrorStopsTheSynchronousSteps(t *testing.T) {
 	}
 	if b.updates != 2 {
 		t.Errorf("%d updates, want 2: the steps went on after a permanent error", b.updates)
+	}
+}
+
+func TestTheDriverIsGivenTheClusterToMarkTheVMWith(t *testing.T) {
+	e := newEnv(t)
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(e.ctx, client.ObjectKey{Name: providersdk.ClusterNamespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return providersdk.ClientFns{
+			CreateFn: func(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
+				got = append(got, m.ClusterID)
+				return providersdk.CreateResult{}, errors.New("stop here")
+			},
+		}, nil
+	})
+	m := e.machine("marked")
+	_, _ = e.reconcile(providersdk.NewReconciler(k8s, testv1.GroupVersion.WithKind("TestMachine"), d, providersdk.WithFinalizer(provider.Finalizer)), m)
+	if diff := cmp.Diff([]string{string(ns.UID)}, got); diff != "" {
+		t.Errorf("the Machine's ClusterID given to Create (-want +got):\n%s", diff)
 	}
 }

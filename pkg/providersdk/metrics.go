@@ -164,7 +164,14 @@ var ProviderOrphanedVMs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "Backend VMs with a machine's identity mark but no machine, by provider class and Provider.",
 }, []string{"class", "provider"})
 
-func init() { metrics.Registry.MustRegister(ProviderOrphanedVMs) }
+// ProviderOrphansDeleted counts the orphaned VMs a Provider's spec.orphanPolicy Delete
+// deleted, by provider class and Provider ("<namespace>/<name>").
+var ProviderOrphansDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "banlieue_provider_orphans_deleted_total",
+	Help: "Orphaned backend VMs deleted under spec.orphanPolicy Delete, by provider class and Provider.",
+}, []string{"class", "provider"})
+
+func init() { metrics.Registry.MustRegister(ProviderOrphanedVMs, ProviderOrphansDeleted) }
 
 // recordProviderOrphans sets ProviderOrphanedVMs for the Provider key of class from its
 // orphan report.
@@ -176,4 +183,5 @@ func recordProviderOrphans(key types.NamespacedName, class string, orphans banli
 func forgetProviderMetrics(key types.NamespacedName, class string) {
 	forgetProviderConditions(key, class)
 	ProviderOrphanedVMs.DeleteLabelValues(class, key.String())
+	ProviderOrphansDeleted.DeleteLabelValues(class, key.String())
 }

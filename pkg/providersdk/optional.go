@@ -269,6 +269,9 @@ type MarkedVM struct {
 	// Machine is the namespace and name of the machine the mark names, when the mark
 	// names them; zero otherwise.
 	Machine types.NamespacedName
+	// ClusterID is the cluster the mark names (Machine.ClusterID when the VM was
+	// marked); "" for a mark that names none, which is reported but never deleted.
+	ClusterID string
 }
 
 // OrphanListerFunc adapts a function to an OrphanLister.

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -56,10 +57,15 @@ type ProviderReconciler struct {
 	orphanScan *time.Duration
 	// live confirms, uncached, that the machine an orphan's mark names is gone.
 	live client.Reader
-	// mu guards lastScan.
+	// recorder records Events on Providers (an orphan deleted); none when nil.
+	recorder events.EventRecorder
+	// mu guards lastScan and lastOrphans.
 	mu sync.Mutex
 	// lastScan is when each Provider was last scanned for orphans.
 	lastScan map[types.UID]time.Time
+	// lastOrphans are the orphans each Provider's last scan found: orphanPolicy Delete
+	// deletes only those two scans in a row found.
+	lastOrphans map[types.UID]map[orphanKey]bool
 }
 
 // ProviderOption configures a ProviderReconciler.
@@ -96,7 +102,7 @@ func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersio
 	r := &ProviderReconciler{
 		client: c, class: class, gvk: gvk, sessions: sessions, interval: interval,
 		backoff:  workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](2*time.Second, interval),
-		machines: c, live: c, lastScan: map[types.UID]time.Time{},
+		machines: c, live: c, lastScan: map[types.UID]time.Time{}, lastOrphans: map[types.UID]map[orphanKey]bool{},
 	}
 	for _, o := range opts {
 		o(r)
@@ -139,6 +145,32 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	recordProviderConditions(req.NamespacedName, r.class, status.Conditions)
 	recordProviderOrphans(req.NamespacedName, r.class, status.Orphans)
 	return res, errors.Join(err, r.patchStatus(ctx, p, status))
+}
+
+// supportedOperations are the operations beyond create, update and delete cl's
+// optional interfaces give, for status.supportedOperations.
+func supportedOperations(cl Client) []banlieuev1.ProviderOperation {
+	var ops []banlieuev1.ProviderOperation
+	for _, op := range []struct {
+		has bool
+		op  banlieuev1.ProviderOperation
+	}{
+		{is[Adopter](cl), banlieuev1.ProviderOperationAdopt},
+		{is[Releaser](cl), banlieuev1.ProviderOperationRetain},
+		{is[VMLister](cl), banlieuev1.ProviderOperationListVMs},
+		{is[OrphanLister](cl), banlieuev1.ProviderOperationReportOrphans},
+	} {
+		if op.has {
+			ops = append(ops, op.op)
+		}
+	}
+	return ops
+}
+
+// is reports whether cl implements the optional interface T.
+func is[T any](cl Client) bool {
+	_, ok := cl.(T)
+	return ok
 }
 
 // check connects and reads the inventory into status, and says when to look again.
@@ -185,6 +217,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		if ad, ok := cl.(Adopter); ok {
 			status.ProviderIDPrefix = ad.ProviderIDPrefix()
 		}
+		status.SupportedOperations = supportedOperations(cl)
 		set(banlieuev1.ProviderBackendReachableCondition, true, banlieuev1.ProviderBackendReachableReason, "")
 		set(banlieuev1.ProviderCredentialsValidCondition, true, banlieuev1.ProviderCredentialsValidReason, "")
 		set(banlieuev1.ReadyCondition, true, banlieuev1.ProviderReadyReason, "")

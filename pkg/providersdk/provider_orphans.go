@@ -7,12 +7,17 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/redact"
 )
 
 // maxOrphansNamed is how many orphaned VMs status.orphans.vms names.
@@ -24,6 +29,12 @@ const maxOrphansNamed = 5
 // made.
 func WithOrphanScan(interval time.Duration) ProviderOption {
 	return func(r *ProviderReconciler) { r.orphanScan = &interval }
+}
+
+// WithEventRecorder sets the recorder of the Events the ProviderReconciler records on a
+// Provider (OrphanDeleted); Setup passes the manager's. None is recorded without it.
+func WithEventRecorder(recorder events.EventRecorder) ProviderOption {
+	return func(r *ProviderReconciler) { r.recorder = recorder }
 }
 
 // WithAPIReader sets the uncached reader a machine that an orphan's mark names is
@@ -81,19 +92,30 @@ func (r *ProviderReconciler) scanOrphans(ctx context.Context, cl Client, p *banl
 	}); err != nil {
 		return next, fmt.Errorf("failed to list the backend's marked VMs: %w", err)
 	}
-	orphans, err := r.orphansOf(ctx, marked)
+	clusterID, err := r.sessions.ClusterID(ctx)
+	if err != nil {
+		return next, err
+	}
+	orphans, err := r.orphansOf(ctx, marked, clusterID)
 	if err != nil {
 		return next, err
 	}
 	r.scanned(p.UID, now)
+	previous := r.rememberOrphans(p.UID, orphans)
+	if p.Spec.OrphanPolicy == banlieuev1.OrphanPolicyDelete {
+		orphans = r.deleteOrphans(ctx, cl, p, orphans, func(vm MarkedVM) bool {
+			return clusterID != "" && vm.ClusterID == clusterID && previous[keyOf(vm)]
+		})
+	}
 	status.Orphans = orphanReport(orphans)
 	return next, nil
 }
 
 // orphansOf returns the VMs of marked whose machine UID no machine of the kind has in
 // any namespace (read from the cache), each confirmed by a live GET of the machine its
-// mark names, when it names one.
-func (r *ProviderReconciler) orphansOf(ctx context.Context, marked []MarkedVM) ([]MarkedVM, error) {
+// mark names, when it names one. A VM whose mark names another cluster than clusterID
+// is that cluster's to report, not an orphan here.
+func (r *ProviderReconciler) orphansOf(ctx context.Context, marked []MarkedVM, clusterID string) ([]MarkedVM, error) {
 	if len(marked) == 0 {
 		return nil, nil
 	}
@@ -110,7 +132,7 @@ func (r *ProviderReconciler) orphansOf(ctx context.Context, marked []MarkedVM) (
 	}
 	var orphans []MarkedVM
 	for _, vm := range marked {
-		if vm.MachineUID == "" || known[vm.MachineUID] {
+		if vm.MachineUID == "" || known[vm.MachineUID] || (vm.ClusterID != "" && vm.ClusterID != clusterID) {
 			continue
 		}
 		if vm.Machine.Name != "" {
@@ -130,6 +152,104 @@ func (r *ProviderReconciler) orphansOf(ctx context.Context, marked []MarkedVM) (
 	return orphans, nil
 }
 
+// orphanKey tells one orphan from another between two scans: its VM and the machine its
+// mark names.
+type orphanKey struct {
+	providerID string
+	machine    types.UID
+}
+
+func keyOf(vm MarkedVM) orphanKey {
+	return orphanKey{providerID: vm.ProviderID, machine: vm.MachineUID}
+}
+
+// rememberOrphans records the orphans the Provider with uid has now and returns those
+// its previous scan found.
+func (r *ProviderReconciler) rememberOrphans(uid types.UID, orphans []MarkedVM) map[orphanKey]bool {
+	now := make(map[orphanKey]bool, len(orphans))
+	for _, vm := range orphans {
+		now[keyOf(vm)] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	previous := r.lastOrphans[uid]
+	r.lastOrphans[uid] = now
+	return previous
+}
+
+// deleteOrphans deletes, under orphanPolicy Delete, the orphans deletable allows, and
+// returns the orphans left: those it may not delete, and those whose deletion failed or
+// is still running on the backend (the next scan takes them up again).
+func (r *ProviderReconciler) deleteOrphans(ctx context.Context, cl Client, p *banlieuev1.Provider, orphans []MarkedVM, deletable func(MarkedVM) bool) []MarkedVM {
+	var left []MarkedVM
+	for _, vm := range orphans {
+		if !deletable(vm) {
+			left = append(left, vm)
+			continue
+		}
+		log := ctrl.LoggerFrom(ctx).WithValues("providerID", vm.ProviderID, "machineUID", vm.MachineUID)
+		gone, err := DeleteOrphan(ctx, cl, infrav1.ProviderRef{Namespace: p.Namespace, Name: p.Name}, vm)
+		switch {
+		case err != nil:
+			log.Info("Failed to delete an orphaned VM", "err", redact.Text(err.Error()))
+			left = append(left, vm)
+		case !gone:
+			left = append(left, vm)
+		default:
+			log.Info("Deleted an orphaned VM")
+			ProviderOrphansDeleted.WithLabelValues(r.class, client.ObjectKeyFromObject(p).String()).Inc()
+			if r.recorder != nil {
+				r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ProviderOrphanDeletedReason, "DeleteOrphan",
+					"Deleted backend VM %s (%s), whose machine %s is gone (spec.orphanPolicy Delete)", vm.ProviderID, vm.Name, orphanMachine(vm))
+			}
+		}
+	}
+	return left
+}
+
+// DeleteOrphan takes one step of deleting vm, an orphan ListMarked reported on the
+// Provider ref names, through cl, as the deletion of the machine its mark names would:
+// Observe, with a deleting Machine made from the mark, then Delete. It reports whether
+// the VM is gone; a Delete that started a task leaves the VM there until a later call
+// finds it gone. Observe must report the very VM the listing did: one it reports under
+// another provider ID is an error, and nothing is deleted. The ProviderReconciler calls
+// it once per orphan scan under spec.orphanPolicy Delete; drivertest checks it.
+func DeleteOrphan(ctx context.Context, cl Client, ref infrav1.ProviderRef, vm MarkedVM) (gone bool, err error) {
+	m := &Machine{UID: vm.MachineUID, Namespace: vm.Machine.Namespace, Name: vm.Machine.Name, Deleting: true, ClusterID: vm.ClusterID,
+		Spec: infrav1.MachineSpec{ProviderRef: ref, ProviderID: vm.ProviderID}}
+	err = withBackend(ctx, DefaultCallTimeout, func(ctx context.Context) error {
+		obs, err := cl.Observe(ctx, m)
+		switch {
+		case err != nil:
+			return err
+		case !obs.Exists:
+			gone = true
+			return nil
+		case obs.ProviderID != vm.ProviderID:
+			return fmt.Errorf("the VM of machine %s is now %s, not %s; it is left alone", vm.MachineUID, obs.ProviderID, vm.ProviderID)
+		case obs.Task.InFlight():
+			return nil
+		}
+		res, err := cl.Delete(ctx, m, obs)
+		if err != nil || res.Task.InFlight() {
+			return err
+		}
+		obs, err = cl.Observe(ctx, m)
+		gone = err == nil && !obs.Exists
+		return err
+	})
+	return gone, err
+}
+
+// orphanMachine names the machine an orphan's mark names: "<namespace>/<name>/<uid>",
+// or its UID alone when the mark names no more.
+func orphanMachine(vm MarkedVM) string {
+	if vm.Machine.Name == "" {
+		return string(vm.MachineUID)
+	}
+	return vm.Machine.Namespace + "/" + vm.Machine.Name + "/" + string(vm.MachineUID)
+}
+
 // orphanReport is status.orphans for orphans: their count and the first of them by
 // providerID; zero when there is none.
 func orphanReport(orphans []MarkedVM) banlieuev1.ProviderOrphans {
@@ -141,11 +261,7 @@ func orphanReport(orphans []MarkedVM) banlieuev1.ProviderOrphans {
 	})
 	report := banlieuev1.ProviderOrphans{Count: int32(min(len(orphans), 1<<31-1))}
 	for _, vm := range orphans[:min(len(orphans), maxOrphansNamed)] {
-		machine := string(vm.MachineUID)
-		if vm.Machine.Name != "" {
-			machine = vm.Machine.Namespace + "/" + vm.Machine.Name + "/" + machine
-		}
-		report.VMs = append(report.VMs, banlieuev1.OrphanedVM{ProviderID: vm.ProviderID, Name: vm.Name, Machine: machine})
+		report.VMs = append(report.VMs, banlieuev1.OrphanedVM{ProviderID: vm.ProviderID, Name: vm.Name, Machine: orphanMachine(vm)})
 	}
 	return report
 }

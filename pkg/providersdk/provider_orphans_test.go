@@ -2,6 +2,7 @@ package providersdk_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -156,5 +158,146 @@ func TestOrphansAreLookedForAtMostEveryScanInterval(t *testing.T) {
 				t.Errorf("banlieue_provider_orphaned_vms still has a series for the deleted Provider %s", key)
 			}
 		}
+	}
+}
+
+// orphanBackend is a backend of VMs by machine UID that lists them as marked and
+// deletes them as a driver would.
+type orphanBackend struct {
+	mu      sync.Mutex
+	vms     map[types.UID]providersdk.MarkedVM
+	deleted []*providersdk.Machine
+}
+
+func (b *orphanBackend) driver() providersdk.Driver {
+	return providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		return struct {
+			providersdk.ClientFns
+			providersdk.OrphanListerFunc
+		}{
+			ClientFns: providersdk.ClientFns{
+				ObserveFn: func(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
+					b.mu.Lock()
+					defer b.mu.Unlock()
+					vm, ok := b.vms[m.UID]
+					return providersdk.Observation{Exists: ok, ProviderID: vm.ProviderID}, nil
+				},
+				DeleteFn: func(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.DeleteResult, error) {
+					b.mu.Lock()
+					defer b.mu.Unlock()
+					delete(b.vms, m.UID)
+					b.deleted = append(b.deleted, m)
+					return providersdk.DeleteResult{}, nil
+				},
+			},
+			OrphanListerFunc: func(context.Context) ([]providersdk.MarkedVM, error) {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				var out []providersdk.MarkedVM
+				for _, vm := range b.vms {
+					out = append(out, vm)
+				}
+				return out, nil
+			},
+		}, nil
+	})
+}
+
+func TestOrphanPolicyDeleteDeletesOnlyThisClustersOrphansTwoScansFound(t *testing.T) {
+	e := newEnv(t)
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(e.ctx, client.ObjectKey{Name: providersdk.ClusterNamespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	cluster := string(ns.UID)
+	live := e.machine("live")
+	ours := providersdk.MarkedVM{ProviderID: "test://ours", Name: "ours", MachineUID: "0a", ClusterID: cluster,
+		Machine: types.NamespacedName{Namespace: e.ns, Name: "gone"}}
+	b := &orphanBackend{vms: map[types.UID]providersdk.MarkedVM{
+		live.UID: {ProviderID: "test://live", Name: "live", MachineUID: live.UID, ClusterID: cluster, Machine: client.ObjectKeyFromObject(live)},
+		"0a":     ours,
+		// A mark written before marks named the cluster: reported, never deleted.
+		"1b": {ProviderID: "test://old", Name: "old", MachineUID: "1b"},
+		// Another cluster's VM on the same backend: its own cluster reports it.
+		"2c": {ProviderID: "test://theirs", Name: "theirs", MachineUID: "2c", ClusterID: "another-cluster"},
+	}}
+	r := providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK,
+		providersdk.NewSessions(b.driver(), k8s), time.Minute, providersdk.WithMachineReader(machineCache), providersdk.WithOrphanScan(0))
+	deleted := providersdk.ProviderOrphansDeleted.WithLabelValues(provider.ProviderClass, client.ObjectKeyFromObject(e.provider).String())
+	reported := banlieuev1.ProviderOrphans{Count: 2, VMs: []banlieuev1.OrphanedVM{
+		{ProviderID: "test://old", Name: "old", Machine: "1b"},
+		{ProviderID: "test://ours", Name: "ours", Machine: e.ns + "/gone/0a"},
+	}}
+
+	// Under Report, the default, two scans and more delete nothing.
+	for range 2 {
+		e.reconcileProvider(r)
+	}
+	if diff := cmp.Diff(reported, e.getProvider().Status.Orphans); diff != "" {
+		t.Errorf("status.orphans (-want +got):\n%s", diff)
+	}
+	if len(b.deleted) != 0 {
+		t.Fatalf("orphanPolicy Report deleted %d VMs", len(b.deleted))
+	}
+
+	// Delete: the orphan the last scan found too is deleted at once, as its machine's
+	// deletion would; the others stay.
+	p := e.getProvider()
+	p.Spec.OrphanPolicy = banlieuev1.OrphanPolicyDelete
+	if err := k8s.Update(e.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileProvider(r)
+	if len(b.deleted) != 1 {
+		t.Fatalf("orphanPolicy Delete deleted %d VMs, want 1", len(b.deleted))
+	}
+	got := b.deleted[0]
+	if got.UID != "0a" || got.Name != "gone" || got.Namespace != e.ns || !got.Deleting || got.ClusterID != cluster || got.Spec.ProviderID != "test://ours" {
+		t.Errorf("the orphan was deleted as machine %+v", got)
+	}
+	if diff := cmp.Diff(reported.VMs[:1], e.getProvider().Status.Orphans.VMs); diff != "" {
+		t.Errorf("status.orphans.vms after the deletion (-want +got):\n%s", diff)
+	}
+	m := &dto.Metric{}
+	if err := deleted.Write(m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("banlieue_provider_orphans_deleted_total is %v, want 1", got)
+	}
+	if !slices.ContainsFunc(e.getProvider().Status.SupportedOperations, func(op banlieuev1.ProviderOperation) bool {
+		return op == banlieuev1.ProviderOperationReportOrphans
+	}) {
+		t.Errorf("status.supportedOperations %v lacks ReportOrphans", e.getProvider().Status.SupportedOperations)
+	}
+}
+
+func TestAnOrphanFoundOnceIsNotDeleted(t *testing.T) {
+	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.OrphanPolicy = banlieuev1.OrphanPolicyDelete })
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(e.ctx, client.ObjectKey{Name: providersdk.ClusterNamespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	b := &orphanBackend{vms: map[types.UID]providersdk.MarkedVM{
+		"0a": {ProviderID: "test://ours", Name: "ours", MachineUID: "0a", ClusterID: string(ns.UID)},
+	}}
+	r := providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK,
+		providersdk.NewSessions(b.driver(), k8s), time.Minute, providersdk.WithMachineReader(machineCache), providersdk.WithOrphanScan(0))
+	e.reconcileProvider(r)
+	if len(b.deleted) != 0 || e.getProvider().Status.Orphans.Count != 1 {
+		t.Errorf("the first scan deleted %d VMs and reported %d orphans; want none deleted, one reported", len(b.deleted), e.getProvider().Status.Orphans.Count)
+	}
+	// Its machine turns up (a cache that lagged, a restore from backup): a VM is an
+	// orphan again only once two scans in a row find it so.
+	b.mu.Lock()
+	delete(b.vms, "0a")
+	b.mu.Unlock()
+	e.reconcileProvider(r)
+	b.mu.Lock()
+	b.vms["0a"] = providersdk.MarkedVM{ProviderID: "test://ours", Name: "ours", MachineUID: "0a", ClusterID: string(ns.UID)}
+	b.mu.Unlock()
+	e.reconcileProvider(r)
+	if len(b.deleted) != 0 {
+		t.Errorf("an orphan found in scans 1 and 3 but not 2 was deleted")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,12 +32,42 @@ type Sessions struct {
 	driver Driver
 	reader client.Reader
 	cache  *sessionCache
+
+	// clusterMu guards clusterID, read once (ClusterID).
+	clusterMu sync.Mutex
+	clusterID *string
 }
 
 // NewSessions returns Sessions that connect with driver and read Secrets and ConfigMaps
 // with reader. Use the manager's API reader, so no Secret is cached cluster-wide.
 func NewSessions(driver Driver, reader client.Reader) *Sessions {
 	return &Sessions{driver: driver, reader: reader, cache: newSessionCache()}
+}
+
+// ClusterNamespace is the namespace whose UID identifies the cluster in the marks a
+// driver writes on its VMs (Machine.ClusterID): kube-system, which every cluster has and
+// nobody recreates, as Cluster API and many tools use it for the same purpose.
+const ClusterNamespace = "kube-system"
+
+// ClusterID returns the cluster's identity, the UID of ClusterNamespace, read once;
+// "" when the cluster has no such namespace. An error (the API server unreachable, say)
+// is returned and the read is tried again on the next call.
+func (s *Sessions) ClusterID(ctx context.Context) (string, error) {
+	s.clusterMu.Lock()
+	defer s.clusterMu.Unlock()
+	if s.clusterID != nil {
+		return *s.clusterID, nil
+	}
+	ns := &corev1.Namespace{}
+	id := ""
+	switch err := s.reader.Get(ctx, client.ObjectKey{Name: ClusterNamespace}, ns); {
+	case err == nil:
+		id = string(ns.UID)
+	case !apierrors.IsNotFound(err):
+		return "", fmt.Errorf("failed to read the cluster's identity (namespace %s): %w", ClusterNamespace, err)
+	}
+	s.clusterID = &id
+	return id, nil
 }
 
 // Connect returns the Provider's session, connecting when there is none for the

@@ -116,7 +116,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	interval := cmp.Or(cfg.InventoryInterval, time.Minute)
 	if err := NewProviderReconciler(mgr.GetClient(), cfg.Class, cfg.MachineKind, sessions, interval, WithMachineWakeups(wakeups), WithProviderChecks(checks),
-		WithOrphanScan(cmp.Or(cfg.OrphanScanInterval, 10*time.Minute)), WithAPIReader(mgr.GetAPIReader())).SetupWithManager(mgr); err != nil {
+		WithOrphanScan(cmp.Or(cfg.OrphanScanInterval, 10*time.Minute)), WithAPIReader(mgr.GetAPIReader()),
+		WithEventRecorder(mgr.GetEventRecorder("banlieue-"+cfg.Class+"-provider"))).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s Provider controller: %w", cfg.Class, err)
 	}
 	if err := NewImageReconciler(mgr.GetClient(), cfg.Class, sessions, cmp.Or(cfg.ImageResync, 10*time.Minute)).SetupWithManager(mgr); err != nil {

@@ -60,7 +60,8 @@ type Backend struct {
 // changes the backend; a VM of another identity is never touched; the typed errors:
 // unreachable, unauthorized, permanent, in flight; the boot ID changes on a power
 // cycle only; a resize the VM cannot take while it runs waits for its power cycle,
-// which makes it across crashes; a disk added across a crash is added once; and, for
+// which makes it across crashes; a disk added across a crash is added once; a marked
+// VM names its machine and cluster and goes as an orphan; and, for
 // a Releaser, that Release leaves the VM as it was, without the
 // machine's marks, also across a restart.
 func Run(t *testing.T, b Backend) {
@@ -81,6 +82,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("the boot ID changes on a power cycle, not on an observe", b.bootIDChangesOnAPowerCycle)
 	t.Run("a resize of a running VM waits for its power cycle, which makes it across crashes", b.resizeWaitsForThePowerCycle)
 	t.Run("a disk added across a crash is added once", b.diskAddedOnceAcrossACrash)
+	t.Run("a marked VM names its machine and cluster, and goes as an orphan", b.orphanIsDeletedFromItsMark)
 }
 
 // diskAddedOnceAcrossACrash adds a disk (a copy of the first one's class and target,
@@ -197,6 +199,50 @@ func (b *Backend) releaseLeavesTheVM(t *testing.T) {
 	}
 	if err := b.Released(t, m, before); err != nil {
 		t.Errorf("the released VM: %v", err)
+	}
+}
+
+// orphanIsDeletedFromItsMark checks, for an OrphanLister, that ListMarked reports the
+// machine's VM once, with the machine's UID, its cluster and, when the mark names it,
+// its namespace and name; and that once the machine is gone its VM is deleted from the
+// mark alone, as spec.orphanPolicy Delete does (providersdk.DeleteOrphan, once per scan).
+func (b *Backend) orphanIsDeletedFromItsMark(t *testing.T) {
+	cl := b.connect(t)
+	lister, ok := cl.(providersdk.OrphanLister)
+	if !ok {
+		t.Skip("the driver is no OrphanLister")
+	}
+	m := b.NewMachine(t)
+	m.ClusterID = "cluster-of-" + string(m.UID)
+	t.Cleanup(func() { b.remove(t, cl, m) })
+	b.converge(t, cl, m)
+	marked, err := lister.ListMarked(b.ctx(t))
+	if err != nil {
+		t.Fatalf("ListMarked: %v", err)
+	}
+	var found []providersdk.MarkedVM
+	for _, vm := range marked {
+		if vm.MachineUID == m.UID {
+			found = append(found, vm)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("ListMarked reports the machine's VM %d times, want once: %+v", len(found), found)
+	}
+	vm := found[0]
+	if vm.ClusterID != m.ClusterID {
+		t.Errorf("the mark names cluster %q, want the machine's %q", vm.ClusterID, m.ClusterID)
+	}
+	if vm.Machine.Name != "" && (vm.Machine.Namespace != m.Namespace || vm.Machine.Name != m.Name) {
+		t.Errorf("the mark names machine %s, want %s/%s", vm.Machine, m.Namespace, m.Name)
+	}
+	if err := b.loop(t, m, func(ctx context.Context) (bool, error) {
+		return providersdk.DeleteOrphan(ctx, cl, m.Spec.ProviderRef, vm)
+	}); err != nil {
+		t.Fatalf("the orphan was not deleted: %v", err)
+	}
+	if n := b.Count(t, m); n != 0 {
+		t.Errorf("%d VMs carry the machine's identity once its orphan was deleted, want none", n)
 	}
 }
 

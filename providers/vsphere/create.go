@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -203,11 +205,15 @@ func checkUserDataSize(m *providersdk.Machine) error {
 // extraConfig is the guest info and identity of a new VM.
 func extraConfig(m *providersdk.Machine) []vcenter.Option {
 	meta := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", m.UID, yamlString(hostname(m.Name)))
-	opts := []vcenter.Option{
-		{Key: ExtraConfigMachineUID, Value: string(m.UID)},
-		{Key: guestinfoMetadata, Value: base64.StdEncoding.EncodeToString([]byte(meta))},
-		{Key: guestinfoMetadataEncoding, Value: "base64"},
+	var opts []vcenter.Option
+	values := mark(m)
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		opts = append(opts, vcenter.Option{Key: k, Value: values[k]})
 	}
+	opts = append(opts,
+		vcenter.Option{Key: guestinfoMetadata, Value: base64.StdEncoding.EncodeToString([]byte(meta))},
+		vcenter.Option{Key: guestinfoMetadataEncoding, Value: "base64"},
+	)
 	if m.UserData != nil {
 		opts = append(opts,
 			vcenter.Option{Key: guestinfoUserData, Value: base64.StdEncoding.EncodeToString(m.UserData)},

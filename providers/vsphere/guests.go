@@ -73,7 +73,9 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 		if vm.Identity == "" || vm.Template {
 			continue
 		}
-		out = append(out, providersdk.MarkedVM{ProviderID: providerID(vm), Name: vm.Name, MachineUID: types.UID(vm.Identity)})
+		out = append(out, providersdk.MarkedVM{ProviderID: providerID(vm), Name: vm.Name, MachineUID: types.UID(vm.Identity),
+			Machine:   types.NamespacedName{Namespace: vm.Marks[ExtraConfigMachineNamespace], Name: vm.Marks[ExtraConfigMachineName]},
+			ClusterID: vm.Marks[ExtraConfigClusterUID]})
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vmware/govmomi/simulator"
+	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -131,12 +132,14 @@ func TestListMarkedFindsTheMachinesVMsInOneRead(t *testing.T) {
 	want := make([]providersdk.MarkedVM, 0, 2)
 	for _, uid := range []string{"0e1d2c3b-1c8a-4a52-9a55-0c3c0b1f0a0a", "7f6e5d4c-1c8a-4a52-9a55-0c3c0b1f0a0b"} {
 		m := newMachine(uid)
+		m.ClusterID = "cluster-" + uid[:8]
 		res, err := afterObserve(s, m, s.Create)
 		if err != nil {
 			t.Fatal(err)
 		}
 		o := settle(t, s, m, res.Task)
-		want = append(want, providersdk.MarkedVM{ProviderID: o.ProviderID, Name: vmName(m.Namespace, m.Name), MachineUID: m.UID})
+		want = append(want, providersdk.MarkedVM{ProviderID: o.ProviderID, Name: vmName(m.Namespace, m.Name), MachineUID: m.UID,
+			Machine: types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, ClusterID: m.ClusterID})
 	}
 	// The second machine goes without its VM being deleted: its VM is still listed,
 	// for the Provider controller to find no machine of that UID.

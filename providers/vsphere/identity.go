@@ -15,6 +15,28 @@ import (
 // next to the instance UUID, so a lookup can check that a VM is really the machine's.
 const ExtraConfigMachineUID = "banlieue.machine.uid"
 
+// The identity mark's other extraConfig keys: the machine's namespace and name, which
+// the orphan report names, and the cluster (providersdk.Machine.ClusterID), without
+// which a Provider's orphanPolicy Delete never deletes the VM.
+const (
+	ExtraConfigMachineNamespace = "banlieue.machine.namespace"
+	ExtraConfigMachineName      = "banlieue.machine.name"
+	ExtraConfigClusterUID       = "banlieue.cluster.uid"
+)
+
+// markKeys are the mark's keys beside ExtraConfigMachineUID.
+var markKeys = []string{ExtraConfigMachineNamespace, ExtraConfigMachineName, ExtraConfigClusterUID}
+
+// mark is the machine's identity mark, as extraConfig values; a VM that carries
+// another cluster's, or none, leaves ExtraConfigClusterUID out.
+func mark(m *providersdk.Machine) map[string]string {
+	values := map[string]string{ExtraConfigMachineUID: string(m.UID), ExtraConfigMachineNamespace: m.Namespace, ExtraConfigMachineName: m.Name}
+	if m.ClusterID != "" {
+		values[ExtraConfigClusterUID] = m.ClusterID
+	}
+	return values
+}
+
 // providerIDPrefix starts every provider ID of the driver: "vsphere://<BIOS UUID>". A
 // BIOS UUID names no vCenter, so the prefix is the same for every Provider.
 const providerIDPrefix = "vsphere://"

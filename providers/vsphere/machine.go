@@ -257,7 +257,7 @@ func (s *session) Release(ctx context.Context, m *providersdk.Machine, obs provi
 	if vm.Identity != string(m.UID) {
 		return providersdk.ReleaseResult{}, nil
 	}
-	ref, err := s.vc.RemoveExtraConfig(ctx, vm, ExtraConfigMachineUID)
+	ref, err := s.vc.RemoveExtraConfig(ctx, vm, append([]string{ExtraConfigMachineUID}, markKeys...)...)
 	if vcenter.IsNotFound(err) {
 		return providersdk.ReleaseResult{}, nil
 	}
@@ -274,7 +274,7 @@ var _ providersdk.Adopter = (*session)(nil)
 func (s *session) ProviderIDPrefix() string { return providerIDPrefix }
 
 // Adopt claims the VM Observe found unclaimed for the machine: one ReconfigVM task
-// writes the machine's UID to its extraConfig (ExtraConfigMachineUID) and changes
+// writes the machine's mark to its extraConfig (ExtraConfigMachineUID and markKeys) and changes
 // nothing else: power, hardware, the instance UUID and the BIOS UUID stay. The
 // reconfiguration names the config.changeVersion Observe read, so that vCenter refuses
 // it when the VM changed since (ConcurrentAccess): of two claims of one VM, one wins.
@@ -318,7 +318,7 @@ func (s *session) Adopt(ctx context.Context, m *providersdk.Machine, obs provide
 	default:
 		return providersdk.AdoptResult{}, providersdk.AlreadyManaged(m.Spec.AdoptProviderID)
 	}
-	ref, err := s.vc.SetExtraConfig(ctx, vm, map[string]string{ExtraConfigMachineUID: string(m.UID)})
+	ref, err := s.vc.SetExtraConfig(ctx, vm, mark(m))
 	if vcenter.IsConcurrentAccess(err) || vcenter.IsNotFound(err) {
 		// The VM changed, or went, since Observe read it: the next Observe reads it again.
 		return providersdk.AdoptResult{}, providersdk.InFlight(providersdk.OperationAdopt, "")

@@ -91,6 +91,7 @@ func (d *Driver) connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		Password:        password,
 		SecretRef:       secretRef,
 		IdentityKey:     ExtraConfigMachineUID,
+		MarkKeys:        markKeys,
 		MetricsClass:    ProviderClass,
 	}
 	if !cfg.Insecure {

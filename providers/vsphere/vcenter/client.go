@@ -38,6 +38,9 @@ type Config struct {
 	// IdentityKey is the extraConfig key whose value VM.Identity reports: it is read with
 	// every VM, one key rather than the whole extraConfig (which holds the user data).
 	IdentityKey string
+	// MarkKeys are the other extraConfig keys of the identity mark, which MarkedVMs reads
+	// into VM.Marks.
+	MarkKeys []string
 	// MetricsClass is the provider class every call is counted under in
 	// providersdk.BackendCalls.
 	MetricsClass string
@@ -57,6 +60,8 @@ type Client struct {
 	// identityKey and vmProperties are what a VM read asks for.
 	identityKey  string
 	vmProperties []string
+	// markKeys are the mark's other extraConfig keys, which MarkedVMs reads.
+	markKeys []string
 }
 
 // Ref is a managed object reference: its type ("VirtualMachine", "Folder", …) and its
@@ -99,6 +104,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		secretRef:   cfg.SecretRef,
 		network:     providersdk.Endpoint{Kind: "vCenter", Host: cfg.URL.Host, RefusedHint: " and that vCenter is running"},
 		identityKey: cfg.IdentityKey,
+		markKeys:    cfg.MarkKeys,
 	}
 	c.vmProperties = append(append([]string{}, vmProperties...), c.identityProperty())
 	vc, err := vim25.NewClient(ctx, sc)

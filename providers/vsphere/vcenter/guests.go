@@ -15,10 +15,14 @@ func (c *Client) GuestAddresses(ctx context.Context, container Ref) ([]VM, error
 
 // MarkedVMs reads, in one property collector call, the VMs and templates below
 // container with their name, BIOS UUID, template flag and the Client's IdentityKey in
-// extraConfig (VM.Identity), read as a keyed path: a VM without the key reports it
-// missing, and is returned with an empty Identity.
+// extraConfig (VM.Identity), and its MarkKeys (VM.Marks), read as keyed paths: a VM
+// without a key reports it missing, and is returned without its value.
 func (c *Client) MarkedVMs(ctx context.Context, container Ref) ([]VM, error) {
-	return c.vmsIn(ctx, container, []string{"name", "config.uuid", "config.template", c.identityProperty()}, "read the identity marks of the VMs")
+	props := []string{"name", "config.uuid", "config.template", c.identityProperty()}
+	for _, k := range c.markKeys {
+		props = append(props, extraConfigProperty(k))
+	}
+	return c.vmsIn(ctx, container, props, "read the identity marks of the VMs")
 }
 
 // vmsIn reads properties of every VM below container in one property collector call;
@@ -30,7 +34,7 @@ func (c *Client) vmsIn(ctx context.Context, container Ref, properties []string, 
 	}
 	out := make([]VM, 0, len(objs))
 	for _, oc := range objs {
-		out = append(out, *vmOf(oc.Obj, oc.PropSet))
+		out = append(out, *c.vmOf(oc.Obj, oc.PropSet))
 	}
 	return out, nil
 }

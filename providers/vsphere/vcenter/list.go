@@ -122,7 +122,7 @@ func (c *Client) LocatedVMs(ctx context.Context, container Ref) ([]LocatedVM, er
 			}
 			props = append(props, p)
 		}
-		vm.VM = *vmOf(oc.Obj, props)
+		vm.VM = *c.vmOf(oc.Obj, props)
 		vm.devices = nil // not kept: the VM is only reported
 		e := byRef[oc.Obj]
 		vm.Location.Path = inventoryPath(byRef, e)

@@ -1,8 +1,10 @@
 package vcenter
 
 import (
+	"cmp"
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/vmware/govmomi/fault"
@@ -39,6 +41,9 @@ type VM struct {
 	// Identity is the value of the Client's IdentityKey in the VM's extraConfig; "" when
 	// the key is not set.
 	Identity string
+	// Marks are the values of the Client's MarkKeys in the VM's extraConfig, as MarkedVMs
+	// reads them; a key that is not set is left out.
+	Marks map[string]string
 	// Template is true for a template.
 	Template bool
 	// ChangeVersion is config.changeVersion, which changes with every change of the
@@ -94,7 +99,26 @@ var vmProperties = []string{
 }
 
 // identityProperty reads the one extraConfig key that holds the VM's identity.
-func (c *Client) identityProperty() string { return `config.extraConfig["` + c.identityKey + `"]` }
+func (c *Client) identityProperty() string { return extraConfigProperty(c.identityKey) }
+
+// extraConfigProperty is the keyed property path of extraConfig key.
+func extraConfigProperty(key string) string { return `config.extraConfig["` + key + `"]` }
+
+// readOption records the value of a keyed extraConfig property, path, in vm.
+func (c *Client) readOption(vm *VM, path string, o *types.OptionValue) {
+	val, _ := o.Value.(string)
+	key := cmp.Or(o.Key, strings.TrimSuffix(strings.TrimPrefix(path, `config.extraConfig["`), `"]`))
+	if key == c.identityKey || val == "" {
+		if key == c.identityKey {
+			vm.Identity = val
+		}
+		return
+	}
+	if vm.Marks == nil {
+		vm.Marks = map[string]string{}
+	}
+	vm.Marks[key] = val
+}
 
 // FindVM finds the VM whose instance UUID is uuid with the SearchIndex, and reads it. It
 // returns ErrNotFound when there is none.
@@ -152,7 +176,7 @@ func (c *Client) ReadVM(ctx context.Context, ref Ref) (*VM, error) {
 	if len(res.Returnval) == 0 {
 		return nil, notFound("VM " + ref.Value)
 	}
-	vm := vmOf(res.Returnval[0].Obj, res.Returnval[0].PropSet)
+	vm := c.vmOf(res.Returnval[0].Obj, res.Returnval[0].PropSet)
 	for _, missing := range res.Returnval[0].MissingSet {
 		if missing.Path == c.identityProperty() {
 			// A vCenter that does not take keyed paths: read the whole extraConfig.
@@ -187,7 +211,7 @@ func (c *Client) Identity(ctx context.Context, ref Ref) (string, error) {
 			return c.readIdentity(ctx, ref)
 		}
 	}
-	return vmOf(res.Returnval[0].Obj, res.Returnval[0].PropSet).Identity, nil
+	return c.vmOf(res.Returnval[0].Obj, res.Returnval[0].PropSet).Identity, nil
 }
 
 // readIdentity reads the identity key from the VM's whole extraConfig.
@@ -225,8 +249,9 @@ func (c *Client) InstanceUUID(ctx context.Context, ref Ref) (string, error) {
 }
 
 // vmOf reads the VM ref's properties, as the property collector returned them, into a
-// VM; the properties not given stay zero.
-func vmOf(ref types.ManagedObjectReference, props []types.DynamicProperty) *VM {
+// VM; the properties not given stay zero. A keyed extraConfig property is the identity
+// when its key is the Client's IdentityKey, and a mark otherwise.
+func (c *Client) vmOf(ref types.ManagedObjectReference, props []types.DynamicProperty) *VM {
 	vm := &VM{Ref: refOf(ref)}
 	for _, p := range props {
 		switch v := p.Val.(type) {
@@ -262,9 +287,9 @@ func vmOf(ref types.ManagedObjectReference, props []types.DynamicProperty) *VM {
 				vm.MemoryMiB = int64(v)
 			}
 		case types.OptionValue: // a keyed property decodes as a value
-			vm.Identity, _ = v.Value.(string)
+			c.readOption(vm, p.Name, &v)
 		case types.BaseOptionValue:
-			vm.Identity, _ = v.GetOptionValue().Value.(string)
+			c.readOption(vm, p.Name, v.GetOptionValue())
 		case types.ArrayOfVirtualDevice:
 			vm.devices = v.VirtualDevice
 			for _, d := range disks(vm.devices) {

@@ -59,13 +59,17 @@ type ProviderReconciler struct {
 	live client.Reader
 	// recorder records Events on Providers (an orphan deleted); none when nil.
 	recorder events.EventRecorder
-	// mu guards lastScan and lastOrphans.
+	// mu guards lastScan, lastOrphans and orphansDeleting.
 	mu sync.Mutex
 	// lastScan is when each Provider was last scanned for orphans.
 	lastScan map[types.UID]time.Time
 	// lastOrphans are the orphans each Provider's last scan found: orphanPolicy Delete
 	// deletes only those two scans in a row found.
 	lastOrphans map[types.UID]map[orphanKey]bool
+	// orphansDeleting are the orphans of each Provider whose deletion a backend task is
+	// making, recorded as deleted once a scan no longer lists them. A provider restarted
+	// meanwhile deletes them all the same, without recording it.
+	orphansDeleting map[types.UID]map[orphanKey]MarkedVM
 }
 
 // ProviderOption configures a ProviderReconciler.
@@ -103,6 +107,7 @@ func NewProviderReconciler(c client.Client, class string, gvk schema.GroupVersio
 		client: c, class: class, gvk: gvk, sessions: sessions, interval: interval,
 		backoff:  workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](2*time.Second, interval),
 		machines: c, live: c, lastScan: map[types.UID]time.Time{}, lastOrphans: map[types.UID]map[orphanKey]bool{},
+		orphansDeleting: map[types.UID]map[orphanKey]MarkedVM{},
 	}
 	for _, o := range opts {
 		o(r)

@@ -101,6 +101,7 @@ func (r *ProviderReconciler) scanOrphans(ctx context.Context, cl Client, p *banl
 		return next, err
 	}
 	r.scanned(p.UID, now)
+	r.orphansGone(ctx, p, marked)
 	previous := r.rememberOrphans(p.UID, orphans)
 	if p.Spec.OrphanPolicy == banlieuev1.OrphanPolicyDelete {
 		orphans = r.deleteOrphans(ctx, cl, p, orphans, func(vm MarkedVM) bool {
@@ -187,24 +188,56 @@ func (r *ProviderReconciler) deleteOrphans(ctx context.Context, cl Client, p *ba
 			left = append(left, vm)
 			continue
 		}
-		log := ctrl.LoggerFrom(ctx).WithValues("providerID", vm.ProviderID, "machineUID", vm.MachineUID)
 		gone, err := DeleteOrphan(ctx, cl, infrav1.ProviderRef{Namespace: p.Namespace, Name: p.Name}, vm)
 		switch {
 		case err != nil:
-			log.Info("Failed to delete an orphaned VM", "err", redact.Text(err.Error()))
+			ctrl.LoggerFrom(ctx).Info("Failed to delete an orphaned VM", "providerID", vm.ProviderID, "err", redact.Text(err.Error()))
 			left = append(left, vm)
 		case !gone:
+			// A backend task deletes it: the scan that no longer lists it records it.
+			r.mu.Lock()
+			if r.orphansDeleting[p.UID] == nil {
+				r.orphansDeleting[p.UID] = map[orphanKey]MarkedVM{}
+			}
+			r.orphansDeleting[p.UID][keyOf(vm)] = vm
+			r.mu.Unlock()
 			left = append(left, vm)
 		default:
-			log.Info("Deleted an orphaned VM")
-			ProviderOrphansDeleted.WithLabelValues(r.class, client.ObjectKeyFromObject(p).String()).Inc()
-			if r.recorder != nil {
-				r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ProviderOrphanDeletedReason, "DeleteOrphan",
-					"Deleted backend VM %s (%s), whose machine %s is gone (spec.orphanPolicy Delete)", vm.ProviderID, vm.Name, orphanMachine(vm))
-			}
+			r.orphanDeleted(ctx, p, vm)
 		}
 	}
 	return left
+}
+
+// orphansGone records as deleted the orphans whose deletion a backend task made and
+// that marked, the scan's listing, no longer holds.
+func (r *ProviderReconciler) orphansGone(ctx context.Context, p *banlieuev1.Provider, marked []MarkedVM) {
+	listed := make(map[orphanKey]bool, len(marked))
+	for _, vm := range marked {
+		listed[keyOf(vm)] = true
+	}
+	var gone []MarkedVM
+	r.mu.Lock()
+	for k, vm := range r.orphansDeleting[p.UID] {
+		if !listed[k] {
+			gone = append(gone, vm)
+			delete(r.orphansDeleting[p.UID], k)
+		}
+	}
+	r.mu.Unlock()
+	for _, vm := range gone {
+		r.orphanDeleted(ctx, p, vm)
+	}
+}
+
+// orphanDeleted logs, counts and records as an Event on p that vm was deleted.
+func (r *ProviderReconciler) orphanDeleted(ctx context.Context, p *banlieuev1.Provider, vm MarkedVM) {
+	ctrl.LoggerFrom(ctx).Info("Deleted an orphaned VM", "providerID", vm.ProviderID, "machineUID", vm.MachineUID)
+	ProviderOrphansDeleted.WithLabelValues(r.class, client.ObjectKeyFromObject(p).String()).Inc()
+	if r.recorder != nil {
+		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ProviderOrphanDeletedReason, "DeleteOrphan",
+			"Deleted backend VM %s (%s), whose machine %s is gone (spec.orphanPolicy Delete)", vm.ProviderID, vm.Name, orphanMachine(vm))
+	}
 }
 
 // DeleteOrphan takes one step of deleting vm, an orphan ListMarked reported on the

@@ -167,6 +167,9 @@ type orphanBackend struct {
 	mu      sync.Mutex
 	vms     map[types.UID]providersdk.MarkedVM
 	deleted []*providersdk.Machine
+	// async makes Delete start a task: the VM is gone once the backend is next read.
+	async   bool
+	pending []types.UID
 }
 
 func (b *orphanBackend) driver() providersdk.Driver {
@@ -179,20 +182,26 @@ func (b *orphanBackend) driver() providersdk.Driver {
 				ObserveFn: func(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
 					b.mu.Lock()
 					defer b.mu.Unlock()
+					b.settle()
 					vm, ok := b.vms[m.UID]
 					return providersdk.Observation{Exists: ok, ProviderID: vm.ProviderID}, nil
 				},
 				DeleteFn: func(_ context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.DeleteResult, error) {
 					b.mu.Lock()
 					defer b.mu.Unlock()
-					delete(b.vms, m.UID)
 					b.deleted = append(b.deleted, m)
+					if b.async {
+						b.pending = append(b.pending, m.UID)
+						return providersdk.DeleteResult{Task: providersdk.Task{Ref: "task-1"}}, nil
+					}
+					delete(b.vms, m.UID)
 					return providersdk.DeleteResult{}, nil
 				},
 			},
 			OrphanListerFunc: func(context.Context) ([]providersdk.MarkedVM, error) {
 				b.mu.Lock()
 				defer b.mu.Unlock()
+				b.settle()
 				var out []providersdk.MarkedVM
 				for _, vm := range b.vms {
 					out = append(out, vm)
@@ -201,6 +210,14 @@ func (b *orphanBackend) driver() providersdk.Driver {
 			},
 		}, nil
 	})
+}
+
+// settle ends the deletion tasks started.
+func (b *orphanBackend) settle() {
+	for _, uid := range b.pending {
+		delete(b.vms, uid)
+	}
+	b.pending = nil
 }
 
 func TestOrphanPolicyDeleteDeletesOnlyThisClustersOrphansTwoScansFound(t *testing.T) {
@@ -299,5 +316,40 @@ func TestAnOrphanFoundOnceIsNotDeleted(t *testing.T) {
 	e.reconcileProvider(r)
 	if len(b.deleted) != 0 {
 		t.Errorf("an orphan found in scans 1 and 3 but not 2 was deleted")
+	}
+}
+
+func TestAnOrphanABackendTaskDeletesIsRecordedOnceGone(t *testing.T) {
+	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.OrphanPolicy = banlieuev1.OrphanPolicyDelete })
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(e.ctx, client.ObjectKey{Name: providersdk.ClusterNamespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	b := &orphanBackend{async: true, vms: map[types.UID]providersdk.MarkedVM{
+		"0a": {ProviderID: "test://ours", Name: "ours", MachineUID: "0a", ClusterID: string(ns.UID)},
+	}}
+	r := providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK,
+		providersdk.NewSessions(b.driver(), k8s), time.Minute, providersdk.WithMachineReader(machineCache), providersdk.WithOrphanScan(0))
+	deleted := providersdk.ProviderOrphansDeleted.WithLabelValues(provider.ProviderClass, client.ObjectKeyFromObject(e.provider).String())
+	count := func() float64 {
+		m := &dto.Metric{}
+		if err := deleted.Write(m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	for scan, want := range []struct {
+		deletes int
+		counted float64
+	}{
+		{deletes: 0, counted: 0}, // found once
+		{deletes: 1, counted: 0}, // found twice: the task starts
+		{deletes: 1, counted: 1}, // no longer listed: deleted
+		{deletes: 1, counted: 1},
+	} {
+		e.reconcileProvider(r)
+		if len(b.deleted) != want.deletes || count() != want.counted {
+			t.Errorf("after scan %d: %d Deletes, %v counted; want %d, %v", scan+1, len(b.deleted), count(), want.deletes, want.counted)
+		}
 	}
 }

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	. "github.com/onsi/gomega"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/builder"
+	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere"
+	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+)
+
+// The tests of section 6 (orphans) of docs/proposals/20261204-day-2-operations.md: a VM
+// whose machine lost its finalizer by hand while its provider was down is reported on
+// the Provider, left alone under orphanPolicy Report, and deleted under Delete; a VM
+// another cluster marked on the same backend is neither counted nor touched. A witness
+// outside banlieue (govmomi, the PVE API, virsh) checks the backend.
+
+// orphanScan is the orphan scan interval of these tests' providers.
+const orphanScan = time.Second
+
+// orphanBackend is what the orphan test needs of one backend.
+type orphanBackend struct {
+	// config is the provider, with a short orphan scan.
+	config providersdk.Config
+	// kind is its machine kind.
+	kind string
+	// provider creates the test's Provider; class and image make VMs on it.
+	provider func(f *fixture) *banlieuev1.Provider
+	class    func(f *fixture) *banlieuev1.VMClass
+	image    func(f *fixture) *banlieuev1.VMImage
+	// cluster reads, with the backend's own API, the cluster the mark of the VM id
+	// names; "" when the VM is gone.
+	cluster func(g Gomega, id string) string
+	// foreign marks a VM of the backend as another cluster's machine's, with the
+	// backend's own API, and returns its provider ID.
+	foreign func(g Gomega) string
+}
+
+// clusterID is the UID of the test cluster's kube-system namespace.
+func (f *fixture) clusterID() string {
+	f.t.Helper()
+	ns := &corev1.Namespace{}
+	f.g.Expect(k8s.Get(f.ctx, client.ObjectKey{Name: providersdk.ClusterNamespace}, ns)).To(Succeed())
+	return string(ns.UID)
+}
+
+// providerEvents returns the Events recorded on the Provider p, by reason.
+func (f *fixture) providerEvents(g Gomega, p *banlieuev1.Provider) map[string]eventsv1.Event {
+	list := &eventsv1.EventList{}
+	g.Expect(k8s.List(f.ctx, list, client.InNamespace(p.Namespace))).To(Succeed())
+	out := map[string]eventsv1.Event{}
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Provider" && e.Regarding.Name == p.Name {
+			out[e.Reason] = e
+		}
+	}
+	return out
+}
+
+// runOrphanTest is the orphan test on one backend.
+func runOrphanTest(f *fixture, b orphanBackend) {
+	f.t.Helper()
+	stop := f.startProvider(b.config)
+	p := b.provider(f)
+	foreign := b.foreign(f.g)
+	vm := f.vm("lost", b.class(f), b.image(f))
+	f.eventually(vm, func(g Gomega) { g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning)) }, 2*time.Minute)
+	id := vm.Status.ProviderID
+	f.g.Expect(b.cluster(f.g, id)).To(Equal(f.clusterID()), "the VM's mark does not name this cluster")
+	machine := &unstructured.Unstructured{}
+	machine.SetGroupVersionKind(infrav1.GroupVersion.WithKind(b.kind))
+	f.g.Expect(k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: vm.Name}, machine)).To(Succeed())
+	uid := machine.GetUID()
+
+	// While the provider is down, its finalizer is removed by hand and the VM deleted:
+	// the machine goes, its backend VM stays.
+	stop()
+	f.g.Expect(k8s.Patch(f.ctx, machine, client.RawPatch(client.Merge.Type(), []byte(`{"metadata":{"finalizers":null}}`)))).To(Succeed())
+	f.g.Expect(k8s.Delete(f.ctx, vm)).To(Succeed())
+	f.g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(f.ctx, client.ObjectKeyFromObject(vm), &banlieuev1.VirtualMachine{}))
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "the VirtualMachine is still there")
+
+	// Report, the default: counted, named, and left on the backend scan after scan.
+	f.startProvider(b.config)
+	f.eventually(p, func(g Gomega) {
+		g.Expect(p.Status.Orphans.Count).To(Equal(int32(1)), "orphans: %+v", p.Status.Orphans)
+		g.Expect(p.Status.Orphans.VMs[0].ProviderID).To(Equal(id))
+		g.Expect(p.Status.Orphans.VMs[0].Machine).To(HaveSuffix(string(uid)))
+		g.Expect(p.Status.SupportedOperations).To(ContainElement(banlieuev1.ProviderOperationReportOrphans))
+	}, 30*time.Second)
+	time.Sleep(3 * orphanScan)
+	f.g.Expect(b.cluster(f.g, id)).NotTo(BeEmpty(), "orphanPolicy Report deleted the VM")
+
+	// Delete: the VM goes, with an Event; the other cluster's VM stays, never counted.
+	f.update(p, func() { p.Spec.OrphanPolicy = banlieuev1.OrphanPolicyDelete })
+	f.g.Eventually(func() string { return b.cluster(f.g, id) }).WithTimeout(time.Minute).WithPolling(time.Second).
+		Should(BeEmpty(), "orphanPolicy Delete left the VM")
+	f.eventually(p, func(g Gomega) { g.Expect(p.Status.Orphans.Count).To(BeZero()) }, 30*time.Second)
+	f.g.Eventually(func(g Gomega) {
+		e, ok := f.providerEvents(g, p)[banlieuev1.ProviderOrphanDeletedReason]
+		g.Expect(ok).To(BeTrue(), "no OrphanDeleted Event on the Provider")
+		g.Expect(e.Note).To(ContainSubstring(id))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	f.g.Expect(b.cluster(f.g, foreign)).To(Equal("another-cluster"), "the other cluster's VM was touched")
+}
+
+func TestAVCenterOrphanIsReportedThenDeletedButNeverAnotherClusters(t *testing.T) {
+	f := newFixture(t)
+	vs := vspheretest.Start(t)
+	config := vsphereConfig(nil)
+	config.OrphanScanInterval = orphanScan
+	runOrphanTest(f, orphanBackend{
+		config:   config,
+		kind:     "VSphereMachine",
+		provider: func(f *fixture) *banlieuev1.Provider { return f.vsphereProvider(vs) },
+		class:    func(f *fixture) *banlieuev1.VMClass { return f.class("small") },
+		image: func(f *fixture) *banlieuev1.VMImage {
+			return f.image("ubuntu", builder.Template(vsphere.ProviderClass, vspheretest.TemplateName))
+		},
+		cluster: func(g Gomega, id string) string {
+			vms, err := vs.VMs(context.Background())
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, vm := range vms {
+				if vm.Config != nil && "vsphere://"+vm.Config.Uuid == id {
+					return vspheretest.ExtraConfig(vm, vsphere.ExtraConfigClusterUID)
+				}
+			}
+			return ""
+		},
+		foreign: func(g Gomega) string {
+			vm := vcsimVM(g, vs, "DC0_H0_VM1")
+			ctx := context.Background()
+			task, err := object.NewVirtualMachine(vs.Client.Client, vm.Self).Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
+				&types.OptionValue{Key: vsphere.ExtraConfigMachineUID, Value: uuid.NewString()},
+				&types.OptionValue{Key: vsphere.ExtraConfigClusterUID, Value: "another-cluster"},
+			}})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(task.Wait(ctx)).To(Succeed())
+			return "vsphere://" + vm.Config.Uuid
+		},
+	})
+}

@@ -24,7 +24,7 @@ func isShutdown(t providersdk.Task) bool { return strings.HasPrefix(t.Ref, shutd
 // pollTask reads the state of the machine's recorded task in one property read: running
 // or not. A failed task is a providersdk.TaskFailedError, except a clone that failed
 // because a VM with the name exists (that VM is adopted when it carries the machine's
-// UID) and a claim (Adopt) that lost a race: see taskFailed.
+// UID), and a claim (Adopt) or a reconfiguration that lost a race: see taskFailed.
 func (s *session) pollTask(ctx context.Context, m *providersdk.Machine) (running bool, err error) {
 	if !m.Task.InFlight() || isShutdown(m.Task) {
 		return false, nil
@@ -50,9 +50,10 @@ func (s *session) taskFailed(ctx context.Context, m *providersdk.Machine, f *vce
 		return s.nameTaken(ctx, m, f.Object, nil)
 	case f.Kind == vcenter.FaultInvalidPowerState && !clone:
 		return nil // the VM was already in the state the task asked for
-	case f.Kind == vcenter.FaultConcurrentAccess && m.Task.Operation == providersdk.OperationAdopt:
-		// The VM changed since the claim's Observe read it, most often because another
-		// machine's claim won: Observe reads it again, and says AlreadyManaged then.
+	case f.Kind == vcenter.FaultConcurrentAccess && (m.Task.Operation == providersdk.OperationAdopt || m.Task.Operation == providersdk.OperationUpdate):
+		// The VM changed since the Observe the task was computed from: most often
+		// another machine's claim won (Observe then says AlreadyManaged), or a step
+		// already made. Observe reads it again, and the next step is computed afresh.
 		return nil
 	}
 	return providersdk.TaskFailed(m.Task, f.Message)

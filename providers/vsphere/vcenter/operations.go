@@ -25,8 +25,11 @@ type ReconfigureRequest struct {
 }
 
 // Reconfigure starts one ReconfigVM task that makes the changes, and returns its ID.
+// The task names the config.changeVersion vm was read with, so that vCenter refuses it
+// (ConcurrentAccess) when the VM changed since: a step computed from a stale read, such
+// as a disk added by a task whose end a restarted provider never saw, is not made twice.
 func (c *Client) Reconfigure(ctx context.Context, vm *VM, req ReconfigureRequest) (string, error) {
-	spec := types.VirtualMachineConfigSpec{NumCPUs: req.CPUs, MemoryMB: req.MemoryMiB}
+	spec := types.VirtualMachineConfigSpec{ChangeVersion: vm.ChangeVersion, NumCPUs: req.CPUs, MemoryMB: req.MemoryMiB}
 	if req.Disks != nil {
 		devs, _, err := diskChanges(vm.devices, req.Disks, &keySource{next: -200}, false)
 		if err != nil {

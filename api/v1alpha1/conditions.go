@@ -176,6 +176,11 @@ const (
 	// the Provider admits no namespace; only its own status says why, as a tenant's VM
 	// only counts it among the Providers that do not admit its namespace.
 	ProviderNamespaceSelectorInvalidReason = "NamespaceSelectorInvalid"
+
+	// ProviderShardConflictReason: the --provider-selector of two live provider shards
+	// of the class match the Provider, so neither acts on it nor on its machines; the
+	// message names both.
+	ProviderShardConflictReason = "ShardConflict"
 )
 
 // Reasons of a VMImage's status.perProvider rows, as providers write them.

@@ -85,15 +85,15 @@ const (
 type ProviderOperation string
 
 const (
-	// ProviderOperationAdopt: VirtualMachines may adopt the backend's existing VMs
+	// ProviderOperationAdopt says VirtualMachines may adopt the backend's existing VMs
 	// (spec.adoptProviderID), where spec.adoptionPolicy allows it.
 	ProviderOperationAdopt ProviderOperation = "Adopt"
-	// ProviderOperationRetain: a VirtualMachine deleted under deletionPolicy Retain leaves
+	// ProviderOperationRetain says a VirtualMachine deleted under deletionPolicy Retain leaves
 	// its backend VM running. Without it such a VM is held with RetainNotSupported.
 	ProviderOperationRetain ProviderOperation = "Retain"
-	// ProviderOperationListVMs: `banlieue adopt` can list the backend's unmanaged VMs.
+	// ProviderOperationListVMs says `banlieue adopt` can list the backend's unmanaged VMs.
 	ProviderOperationListVMs ProviderOperation = "ListVMs"
-	// ProviderOperationReportOrphans: status.orphans is reported, and
+	// ProviderOperationReportOrphans says status.orphans is reported, and
 	// spec.orphanPolicy Delete acts.
 	ProviderOperationReportOrphans ProviderOperation = "ReportOrphans"
 )

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +23,8 @@ type providerFlags struct {
 	proxmoxSnippetsDir     string
 	namespace, watchFilter string
 	orphanScanInterval     time.Duration
+	// providerSelector and shardNamespace make the process one provider shard.
+	providerSelector, shardNamespace string
 }
 
 // config returns the provider's Config with the flags' watch scope.
@@ -28,7 +32,21 @@ func (f *providerFlags) config(class string) providersdk.Config {
 	cfg := builtinProviders(f)[class]()
 	cfg.Namespace, cfg.WatchFilter = f.namespace, f.watchFilter
 	cfg.OrphanScanInterval = f.orphanScanInterval
+	cfg.ProviderSelector, cfg.ShardNamespace = f.providerSelector, cmp.Or(f.shardNamespace, podNamespace())
 	return cfg
+}
+
+// serviceAccountNamespace is where Kubernetes tells a pod its namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// podNamespace is the namespace of the pod the process runs in, as leader election
+// finds it; "" outside a pod.
+func podNamespace() string {
+	b, err := os.ReadFile(serviceAccountNamespace)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // leaderID is the provider's leader-election ID: one per class and watch scope, so that
@@ -43,6 +61,10 @@ func (f *providerFlags) leaderID(class string) string {
 		// A label value may hold capitals and '_', which a Lease name may not; filters
 		// that differ only so share a leader.
 		id += "-wf-" + providersdk.DNSLabel(f.watchFilter, "filter")
+	}
+	if f.providerSelector != "" {
+		// Each shard elects its own leader; the hash is its registration Lease's.
+		id += "-ps-" + strings.TrimPrefix(providersdk.ShardLeaseName(class, f.providerSelector), "banlieue-shard-"+class+"-")
 	}
 	return id + ".banlieue.io"
 }
@@ -93,6 +115,11 @@ func newProviderCommand() *cobra.Command {
 		"stay readable in every namespace, as do machines, so that a Provider being deleted waits for the machines of every namespace")
 	cmd.Flags().StringVar(&pf.watchFilter, "watch-filter", "", "Reconcile only the machines labelled "+providersdk.WatchFilterLabel+"=<value>, and act only on the Cluster API Machines and Clusters labelled so "+
 		"(Cluster API's --watch-filter); none when empty")
+	cmd.Flags().StringVar(&pf.providerSelector, "provider-selector", "", "Serve only the Providers of the class whose labels match this label selector "+
+		"(e.g. site=dc1), with their machines and images: one provider shard. A Provider the selectors of two running shards match is served by neither "+
+		"and says so (Ready=False, ShardConflict). All the class's Providers when empty")
+	cmd.Flags().StringVar(&pf.shardNamespace, "shard-namespace", "", "Namespace of the Lease that registers this provider shard; the pod's own, or "+
+		providersdk.DefaultShardNamespace+" outside a pod, when empty")
 	cmd.Flags().DurationVar(&pf.orphanScanInterval, "orphan-scan-interval", 10*time.Minute, "How often, at most, each Provider's backend is scanned for orphaned VMs "+
 		"(status.orphans; spec.orphanPolicy Delete deletes those two scans in a row find)")
 	cmd.Flags().StringVar(&pf.proxmoxSnippetsDir, "proxmox-snippets-dir", "", "proxmox: where the nodes' snippets storages are mounted (<dir>/<storage>/snippets), to pass user-data as cicustom snippets instead of uploaded seed ISOs")

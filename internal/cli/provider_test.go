@@ -1,23 +1,30 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
-// TestProviderFlagsScopeTheProvider: --namespace and --watch-filter reach the provider's
-// Config, and each watch scope elects its own leader under a valid Lease name.
+// TestProviderFlagsScopeTheProvider: --namespace, --watch-filter and --provider-selector
+// reach the provider's Config, and each watch scope and shard elects its own leader
+// under a valid Lease name.
 func TestProviderFlagsScopeTheProvider(t *testing.T) {
 	for _, tc := range []struct {
-		args                   []string
-		namespace, watchFilter string
-		leaderID               string
+		args                             []string
+		namespace, watchFilter, selector string
+		leaderID                         string
 	}{
-		{nil, "", "", "banlieue-provider-vsphere.banlieue.io"},
-		{[]string{"--namespace", "team-a"}, "team-a", "", "banlieue-provider-vsphere-ns-team-a.banlieue.io"},
-		{[]string{"--watch-filter", "Blue_1"}, "", "Blue_1", "banlieue-provider-vsphere-wf-blue-1.banlieue.io"},
-		{[]string{"--namespace", "team-a", "--watch-filter", "blue"}, "team-a", "blue", "banlieue-provider-vsphere-ns-team-a-wf-blue.banlieue.io"},
+		{nil, "", "", "", "banlieue-provider-vsphere.banlieue.io"},
+		{[]string{"--namespace", "team-a"}, "team-a", "", "", "banlieue-provider-vsphere-ns-team-a.banlieue.io"},
+		{[]string{"--watch-filter", "Blue_1"}, "", "Blue_1", "", "banlieue-provider-vsphere-wf-blue-1.banlieue.io"},
+		{[]string{"--namespace", "team-a", "--watch-filter", "blue"}, "team-a", "blue", "", "banlieue-provider-vsphere-ns-team-a-wf-blue.banlieue.io"},
+		// Each shard elects its own leader.
+		{[]string{"--provider-selector", "site=dc1"}, "", "", "site=dc1", "banlieue-provider-vsphere-ps-" +
+			strings.TrimPrefix(providersdk.ShardLeaseName("vsphere", "site=dc1"), "banlieue-shard-vsphere-") + ".banlieue.io"},
 	} {
 		cmd := newProviderCommand()
 		if err := cmd.ParseFlags(tc.args); err != nil {
@@ -25,9 +32,10 @@ func TestProviderFlagsScopeTheProvider(t *testing.T) {
 		}
 		ns, _ := cmd.Flags().GetString("namespace")
 		wf, _ := cmd.Flags().GetString("watch-filter")
-		pf := providerFlags{namespace: ns, watchFilter: wf}
+		ps, _ := cmd.Flags().GetString("provider-selector")
+		pf := providerFlags{namespace: ns, watchFilter: wf, providerSelector: ps}
 		cfg := pf.config("vsphere")
-		if cfg.Namespace != tc.namespace || cfg.WatchFilter != tc.watchFilter {
+		if cfg.Namespace != tc.namespace || cfg.WatchFilter != tc.watchFilter || cfg.ProviderSelector != tc.selector {
 			t.Errorf("%v: Config namespace %q, watch filter %q; want %q, %q", tc.args, cfg.Namespace, cfg.WatchFilter, tc.namespace, tc.watchFilter)
 		}
 		id := pf.leaderID("vsphere")

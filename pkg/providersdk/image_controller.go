@@ -36,6 +36,8 @@ type ImageReconciler struct {
 	resync   time.Duration
 	progress time.Duration
 	backoff  workqueue.TypedRateLimiter[types.UID]
+	// shard is the part of the class's Providers served; all when nil.
+	shard *Shard
 }
 
 // NewImageReconciler returns an ImageReconciler for class, connecting through sessions.
@@ -58,11 +60,20 @@ func (r *ImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&banlieuev1.VMImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.imagesOfClass), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			p, ok := o.(*banlieuev1.Provider)
-			return ok && p.Spec.ProviderClassRef.Name == r.class
+			return ok && r.claims(p)
 		}))).
 		Named(r.class + "-image").
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
+}
+
+// claims reports whether p is of the reconciler's class and in its shard. A Provider two
+// shards conflict on is not Ready, so its images wait.
+func (r *ImageReconciler) claims(p *banlieuev1.Provider) bool {
+	if r.shard != nil {
+		return r.shard.matches(p)
+	}
+	return p.Spec.ProviderClassRef.Name == r.class
 }
 
 // imagesOfClass lists the VMImages with a source for the reconciler's class, from the
@@ -101,7 +112,7 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	var errs []error
 	for i := range providers.Items {
 		p := &providers.Items[i]
-		if p.Spec.ProviderClassRef.Name != r.class {
+		if !r.claims(p) {
 			continue
 		}
 		if src == nil || !p.DeletionTimestamp.IsZero() {

@@ -41,6 +41,8 @@ type Reconciler struct {
 	capiWatched bool
 	// namespace and watchFilter restrict the machines reconciled (WithWatchScope).
 	namespace, watchFilter string
+	// shard is the part of the class's Providers served (WithShard); all when nil.
+	shard *Shard
 
 	gvk         schema.GroupVersionKind
 	class       string
@@ -95,6 +97,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !r.filtered(u) { // the namespace was checked above
 		return ctrl.Result{}, nil
+	}
+	if serves, err := r.servesProviderOf(ctx, u); !serves || err != nil {
+		return ctrl.Result{}, err // another shard's, or none's while shards conflict on it
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(u)))
 	deleting := !u.GetDeletionTimestamp().IsZero()
@@ -228,6 +233,22 @@ const PausedAnnotation = "cluster.x-k8s.io/paused"
 
 // providerOf returns the machine's spec.providerRef as an object key; false when the
 // machine names no Provider.
+// servesProviderOf reports whether the Reconciler's shard serves the machine u's
+// Provider (WithShard). A machine whose Provider does not exist is every shard's: its
+// status says so, the same from each, and its deletion needs no backend.
+func (r *Reconciler) servesProviderOf(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
+	ref, ok := providerOf(u)
+	if r.shard == nil || !ok {
+		return true, nil
+	}
+	p := &banlieuev1.Provider{}
+	if err := r.client.Get(ctx, ref, p); err != nil {
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}
+	serves, _, err := r.shard.serves(ctx, p)
+	return serves, err
+}
+
 func providerOf(o client.Object) (types.NamespacedName, bool) {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {

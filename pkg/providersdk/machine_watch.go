@@ -112,6 +112,9 @@ func ownersChanged(e event.UpdateEvent) bool {
 // machinesOfProvider maps a Provider to the machines on it, read from the cache through
 // the index IndexMachines makes.
 func (r *Reconciler) machinesOfProvider(ctx context.Context, p client.Object) []reconcile.Request {
+	if pr, ok := p.(*banlieuev1.Provider); ok && r.shard != nil && !r.shard.matches(pr) {
+		return nil
+	}
 	machines, err := machinesOn(ctx, r.machines, r.gvk, p, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list machines of Provider", "Provider", klog.KObj(p))
@@ -130,8 +133,8 @@ func (r *Reconciler) machinesOfProvider(ctx context.Context, p client.Object) []
 var providerHealth = []string{banlieuev1.ReadyCondition, banlieuev1.ProviderBackendReachableCondition, banlieuev1.ProviderCredentialsValidCondition}
 
 // providerChangeWakesMachines reports whether a Provider update changed what its
-// machines act on: its spec (paused included), its deletion, its annotations or the
-// status of a providerHealth condition. The Provider controller's periodic check
+// machines act on: its spec (paused included), its deletion, its annotations, its labels
+// (which provider shard serves it) or the status of a providerHealth condition. The Provider controller's periodic check
 // rewrites failure domains and messages; waking every machine of the Provider for those
 // would cost a backend look per machine.
 func providerChangeWakesMachines(e event.UpdateEvent) bool {
@@ -140,7 +143,8 @@ func providerChangeWakesMachines(e event.UpdateEvent) bool {
 	if !okOld || !okNew {
 		return true
 	}
-	if old.Generation != p.Generation || !old.DeletionTimestamp.Equal(p.DeletionTimestamp) || !maps.Equal(old.Annotations, p.Annotations) {
+	if old.Generation != p.Generation || !old.DeletionTimestamp.Equal(p.DeletionTimestamp) || !maps.Equal(old.Annotations, p.Annotations) ||
+		!maps.Equal(old.Labels, p.Labels) { // labels move a Provider between provider shards
 		return true
 	}
 	for _, t := range providerHealth {

@@ -134,6 +134,11 @@ func WithProviderWakeups(ch chan<- event.GenericEvent) Option {
 	return func(r *Reconciler) { r.providerWakeups = ch }
 }
 
+// WithShard restricts the machines the Reconciler reconciles to those of the Providers
+// shard serves; Setup passes the process's. Other machines are left alone, not even
+// given a finalizer: another shard reconciles them.
+func WithShard(shard *Shard) Option { return func(r *Reconciler) { r.shard = shard } }
+
 // WithWatchScope restricts the machines the Reconciler reconciles to those in namespace
 // (all when empty) that carry the label WatchFilterLabel with the value filter (any
 // when empty), as Cluster API's --namespace and --watch-filter do; the Cluster API

@@ -57,6 +57,8 @@ type ProviderReconciler struct {
 	orphanScan *time.Duration
 	// live confirms, uncached, that the machine an orphan's mark names is gone.
 	live client.Reader
+	// shard is the part of the class's Providers served (WithProviderShard); all when nil.
+	shard *Shard
 	// recorder records Events on Providers (an orphan deleted); none when nil.
 	recorder events.EventRecorder
 	// mu guards lastScan, lastOrphans and orphansDeleting.
@@ -190,6 +192,17 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 	if ptr.Deref(p.Spec.Paused, false) {
 		set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderPausedReason, "spec.paused is true: no VM is placed, changed or deleted here")
 		return ctrl.Result{}, nil
+	}
+	if r.shard != nil {
+		switch _, conflict, err := r.shard.serves(ctx, p); {
+		case err != nil:
+			return ctrl.Result{}, err
+		case conflict != "":
+			// Looked at again as often as shards renew, so it is served again soon after
+			// the other shard goes or its selector changes.
+			set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderShardConflictReason, conflict)
+			return ctrl.Result{RequeueAfter: shardRenew}, nil
+		}
 	}
 	notReady := func(reason, message string) (ctrl.Result, error) {
 		set(banlieuev1.ReadyCondition, false, reason, message)

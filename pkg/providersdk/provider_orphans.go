@@ -31,6 +31,13 @@ func WithOrphanScan(interval time.Duration) ProviderOption {
 	return func(r *ProviderReconciler) { r.orphanScan = &interval }
 }
 
+// WithProviderShard restricts the Providers the ProviderReconciler serves to those shard
+// matches, and makes it report one that another live shard matches too as Ready=False,
+// reason ShardConflict, and leave it alone; Setup passes the process's shard.
+func WithProviderShard(shard *Shard) ProviderOption {
+	return func(r *ProviderReconciler) { r.shard = shard }
+}
+
 // WithEventRecorder sets the recorder of the Events the ProviderReconciler records on a
 // Provider (OrphanDeleted); Setup passes the manager's. None is recorded without it.
 func WithEventRecorder(recorder events.EventRecorder) ProviderOption {

@@ -202,7 +202,7 @@ func (b *orphanBackend) driver() providersdk.Driver {
 				b.mu.Lock()
 				defer b.mu.Unlock()
 				b.settle()
-				var out []providersdk.MarkedVM
+				out := make([]providersdk.MarkedVM, 0, len(b.vms))
 				for _, vm := range b.vms {
 					out = append(out, vm)
 				}

@@ -32,10 +32,11 @@ func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	b := ctrl.NewControllerManagedBy(mgr).
-		// Its own status writes change neither the generation nor the annotations; waking
-		// on them would read the inventory again after every change of the conditions.
+		// Its own status writes change neither the generation, the annotations nor the
+		// labels (which move a Provider between shards); waking on them would read the
+		// inventory again after every change of the conditions.
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.NewPredicateFuncs(r.claims),
-			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Only a machine's removal can release a Provider being deleted.
 		Watches(u, handler.EnqueueRequestsFromMapFunc(r.deletingProviderOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(event.CreateEvent) bool { return false },
@@ -50,9 +51,12 @@ func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// claims reports whether o is a Provider of the reconciler's class.
+// claims reports whether o is a Provider of the reconciler's class, and of its shard.
 func (r *ProviderReconciler) claims(o client.Object) bool {
 	p, ok := o.(*banlieuev1.Provider)
+	if ok && r.shard != nil {
+		return r.shard.matches(p)
+	}
 	return ok && p.Spec.ProviderClassRef.Name == r.class
 }
 

@@ -74,6 +74,11 @@ func TestAProviderUpdateWakesItsMachinesOnlyForWhatTheyActOn(t *testing.T) {
 		new:  provider(func(p *banlieuev1.Provider) { p.Annotations["note"] = "x" }),
 		want: true,
 	}, {
+		name: "a label changed, which may move it to another provider shard",
+		old:  provider(),
+		new:  provider(func(p *banlieuev1.Provider) { p.Labels = map[string]string{"site": "dc2"} }),
+		want: true,
+	}, {
 		name: "the backend became unreachable",
 		old:  provider(),
 		new:  provider(condition(banlieuev1.ProviderBackendReachableCondition, metav1.ConditionFalse, banlieuev1.ProviderBackendUnreachableReason, "connection refused")),

@@ -44,6 +44,13 @@ type Config struct {
 	// machines the provider reconciles, and the Cluster API objects it acts on, must
 	// carry (Cluster API's --watch-filter); none when empty.
 	WatchFilter string
+	// ProviderSelector, when set, is a label selector (e.g. "site=dc1") that the
+	// Providers of the class this process serves must match, with their machines and
+	// images: a provider shard (see Shard). All the class's Providers when empty.
+	ProviderSelector string
+	// ShardNamespace is where the process registers its shard (a Lease);
+	// DefaultShardNamespace when empty.
+	ShardNamespace string
 }
 
 // CacheOptions returns opts for the manager Setup is given, restricted to
@@ -83,7 +90,8 @@ func (cfg Config) CacheOptions(opts cache.Options) cache.Options {
 // ("infra" unless an overlay moves it) and a Role banlieue-provider in the process's own
 // namespace, banlieue-system. Secrets and ConfigMaps are only read, one by one, with the
 // uncached API reader, so the first Role grants get on them there alone; the second holds
-// the leader-election Lease and the core/v1 Events leader election records on it.
+// the leader-election Lease, the shard's registration Lease (see Shard) and the core/v1
+// Events leader election records on it.
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/status;providers/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages,verbs=get;list;watch
@@ -101,6 +109,16 @@ func (cfg Config) CacheOptions(opts cache.Options) cache.Options {
 // per Provider: machines of cfg.MachineKind, Providers of cfg.Class and VMImages with
 // a source for cfg.Class.
 func Setup(mgr ctrl.Manager, cfg Config) error {
+	shard, err := NewShard(cfg.Class, cfg.ProviderSelector, cfg.ShardNamespace)
+	if err != nil {
+		return err
+	}
+	// Uncached: the few shards' Leases are listed at most every shardListTTL, and a cache
+	// would need every caller of Setup to scope it to the shards' namespace.
+	shard.leases, shard.client = mgr.GetAPIReader(), mgr.GetClient()
+	if err := mgr.Add(shard); err != nil {
+		return fmt.Errorf("failed to register the provider shard: %w", err)
+	}
 	sessions := NewSessions(cfg.Driver, mgr.GetAPIReader())
 	// The Provider controller wakes, through wakeups, the machines whose guests have come
 	// to report an address (for sessions that are GuestAddressReporters).
@@ -110,17 +128,19 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	// contrary, so the Provider reports the fault now, not at its next inventory refresh.
 	checks := make(chan event.GenericEvent)
 	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class), WithWakeups(wakeups), WithProviderWakeups(checks),
-		WithWatchScope(cfg.Namespace, cfg.WatchFilter)}, cfg.MachineOptions...)
+		WithWatchScope(cfg.Namespace, cfg.WatchFilter), WithShard(shard)}, cfg.MachineOptions...)
 	if err := NewReconciler(mgr.GetClient(), cfg.MachineKind, cfg.Driver, opts...).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", cfg.MachineKind.Kind, err)
 	}
 	interval := cmp.Or(cfg.InventoryInterval, time.Minute)
 	if err := NewProviderReconciler(mgr.GetClient(), cfg.Class, cfg.MachineKind, sessions, interval, WithMachineWakeups(wakeups), WithProviderChecks(checks),
 		WithOrphanScan(cmp.Or(cfg.OrphanScanInterval, 10*time.Minute)), WithAPIReader(mgr.GetAPIReader()),
-		WithEventRecorder(mgr.GetEventRecorder("banlieue-"+cfg.Class+"-provider"))).SetupWithManager(mgr); err != nil {
+		WithEventRecorder(mgr.GetEventRecorder("banlieue-"+cfg.Class+"-provider")), WithProviderShard(shard)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s Provider controller: %w", cfg.Class, err)
 	}
-	if err := NewImageReconciler(mgr.GetClient(), cfg.Class, sessions, cmp.Or(cfg.ImageResync, 10*time.Minute)).SetupWithManager(mgr); err != nil {
+	images := NewImageReconciler(mgr.GetClient(), cfg.Class, sessions, cmp.Or(cfg.ImageResync, 10*time.Minute))
+	images.shard = shard
+	if err := images.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s image controller: %w", cfg.Class, err)
 	}
 	return nil

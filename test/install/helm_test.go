@@ -139,6 +139,8 @@ var chartCases = []chartCase{
 	{name: "vSphere provider", set: []string{"providers.vsphere.enabled=true"}, overlays: []string{"config/default", "config/providers/vsphere"}},
 	{name: "libvirt provider", set: []string{"providers.libvirt.enabled=true"}, overlays: []string{"config/default", "config/providers/libvirt"}},
 	{name: "Proxmox provider", set: []string{"providers.proxmox.enabled=true"}, overlays: []string{"config/default", "config/providers/proxmox"}},
+	{name: "a vSphere provider shard", set: []string{"providers.vsphere.enabled=true", "providers.vsphere.shards[0].name=dc1", "providers.vsphere.shards[0].selector=site=dc1"},
+		overlays: []string{"config/default", "config/providers/shard-example"}},
 	{
 		name:     "every provider, with user-data Secrets in a user's namespace",
 		set:      []string{"providers.vsphere.enabled=true", "providers.libvirt.enabled=true", "providers.proxmox.enabled=true", "providers.secretNamespaces={" + userNamespace + "}"},

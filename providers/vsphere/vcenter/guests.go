@@ -18,7 +18,8 @@ func (c *Client) GuestAddresses(ctx context.Context, container Ref) ([]VM, error
 // extraConfig (VM.Identity), and its MarkKeys (VM.Marks), read as keyed paths: a VM
 // without a key reports it missing, and is returned without its value.
 func (c *Client) MarkedVMs(ctx context.Context, container Ref) ([]VM, error) {
-	props := []string{"name", "config.uuid", "config.template", c.identityProperty()}
+	props := make([]string, 0, 4+len(c.markKeys))
+	props = append(props, "name", "config.uuid", "config.template", c.identityProperty())
 	for _, k := range c.markKeys {
 		props = append(props, extraConfigProperty(k))
 	}

@@ -4,9 +4,11 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
 	"github.com/banlieue/banlieue/internal/wiring"
+	"github.com/banlieue/banlieue/pkg/contract"
 )
 
 func newControllerCommand() *cobra.Command {
@@ -23,7 +25,7 @@ func newControllerCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--events: %w", err)
 			}
-			mgr, err := mf.newManager("banlieue-controller.banlieue.io")
+			mgr, err := mf.newManager("banlieue-controller.banlieue.io", trimMachines)
 			if err != nil {
 				return err
 			}
@@ -38,4 +40,22 @@ func newControllerCommand() *cobra.Command {
 		"Which Events to record on VirtualMachines: all (every lifecycle step: placement, machine created and deleted, its progress), "+
 			"transitions (phase changes, Warnings, resizes, restarts, migrations, releases: one Event from creation to Running) or none; each Event is one API write")
 	return cmd
+}
+
+// trimMachines makes the core controller's cache hold of each infrastructure machine
+// only what core reads (contract.Spec, contract.Status less status.task): at thousands of
+// VMs, the backends' status blocks were most of core's memory. Only a process that runs
+// core alone may: a provider reads the task and its block from the same cache.
+func trimMachines(opts cache.Options) cache.Options {
+	strip, trim := opts.DefaultTransform, contract.TrimStatus("task")
+	opts.DefaultTransform = func(obj any) (any, error) {
+		if strip != nil {
+			var err error
+			if obj, err = strip(obj); err != nil {
+				return nil, err
+			}
+		}
+		return trim(obj)
+	}
+	return opts
 }

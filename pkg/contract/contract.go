@@ -2,6 +2,8 @@ package contract
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -134,4 +136,42 @@ func Condition(u *unstructured.Unstructured, t string) (*metav1.Condition, error
 		return cond, nil
 	}
 	return nil, nil
+}
+
+// statusFields are the JSON names of MachineStatus's fields: the status every machine
+// kind shares, which Status reads.
+var statusFields = func() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeFor[infrav1.MachineStatus]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}()
+
+// TrimStatus is a cache transform (controller-runtime's cache.Options.DefaultTransform)
+// for a reader that reads machines through Spec and Status alone: from the status of
+// each infrastructure machine it removes the backend's own block (status.vsphere, say)
+// and the shared fields drop names, so that a cache of thousands of machines holds only
+// what its reader looks at. Other objects pass unchanged. A cache so trimmed must not
+// be the base of a status update of the machine.
+func TrimStatus(drop ...string) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GroupVersionKind().Group != infrav1.GroupVersion.Group {
+			return obj, nil
+		}
+		status, ok := u.Object["status"].(map[string]any)
+		if !ok {
+			return obj, nil
+		}
+		for k := range status {
+			if !statusFields[k] || slices.Contains(drop, k) {
+				delete(status, k)
+			}
+		}
+		return u, nil
+	}
 }

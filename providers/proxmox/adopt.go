@@ -142,7 +142,7 @@ func (s *session) observeAdopting(ctx context.Context, m *providersdk.Machine, s
 			return providersdk.Observation{}, providersdk.Retryable(infrav1.MachineNotPermittedReason,
 				"the VM %s is outside the nodes and pool this Provider may use; it is left alone", id)
 		}
-		conf, err := s.config(ctx, r.Node, r.VMID)
+		conf, pending, err := s.config(ctx, r.Node, r.VMID)
 		switch {
 		case err != nil:
 			return providersdk.Observation{}, err
@@ -156,7 +156,7 @@ func (s *session) observeAdopting(ctx context.Context, m *providersdk.Machine, s
 		}
 		// The listing's name, lock and tags lag behind the config (see unreported).
 		r.Name, r.Lock, r.Tags = conf["name"], conf["lock"], conf["tags"]
-		vm := &vmState{Resource: r, conf: conf}
+		vm := &vmState{Resource: r, conf: conf, pending: pending}
 		switch mk := markOf(conf, m.UID); {
 		case mk == ownMark:
 			o, err := s.observe(ctx, m, vm)
@@ -245,7 +245,7 @@ func (s *session) Adopt(ctx context.Context, m *providersdk.Machine, obs provide
 	case pve.IsConfigChanged(msg):
 		// Someone changed the config since Observe read it: another machine's adoption,
 		// or the VM's owner. Which one is read now, so that a lost race is told at once.
-		if conf, err := s.config(ctx, vm.Node, vm.VMID); err == nil && conf != nil && markOf(conf, m.UID) == otherMark {
+		if conf, _, err := s.config(ctx, vm.Node, vm.VMID); err == nil && conf != nil && markOf(conf, m.UID) == otherMark {
 			return providersdk.AdoptResult{}, providersdk.AlreadyManaged(id)
 		}
 		return providersdk.AdoptResult{}, providersdk.InFlight(providersdk.OperationAdopt, "")

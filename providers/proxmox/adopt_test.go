@@ -562,7 +562,7 @@ func TestAnAdoptedVMsChangesLeaveItsNICsFirmwareAndUserDataAlone(t *testing.T) {
 				m.Spec.AdoptProviderID = ""
 			}
 			m.Spec.Disks = append([]infrav1.MachineDisk{{Name: "root", SizeGiB: 10}}, infrav1.MachineDisk{Name: "data", SizeGiB: 2})
-			ch, err := s.changes(m, &vmState{conf: conf})
+			ch, err := s.changes(m, &vmState{conf: conf}, banlieuev1.PowerStatePoweredOff)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,6 +34,10 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs provid
 	if err != nil || st.vm != nil {
 		return providersdk.CreateResult{}, err
 	}
+	if s.hotplugErr != nil {
+		// The VM's headroom to grow is set once, as it is made: none is made without it.
+		return providersdk.CreateResult{}, s.hotplugErr
+	}
 	opts := &infrav1.ProxmoxOptions{}
 	if err := m.Options("proxmox", opts); err != nil {
 		return providersdk.CreateResult{}, err
@@ -157,7 +161,7 @@ func (s *session) template(ctx context.Context, m *providersdk.Machine, all []pv
 			if r.VMID != vmid {
 				continue
 			}
-			conf, err := s.config(ctx, r.Node, r.VMID)
+			conf, _, err := s.config(ctx, r.Node, r.VMID)
 			if err != nil {
 				return templateRef{}, err
 			}

@@ -36,6 +36,17 @@
 //	                 storage of the import node with the import content type
 //	templateStorage  storage of imported templates' disks; by default the import
 //	                 node's first shared storage for VM images, else its first one
+//	hotplug          cpu, memory or cpu,memory: new VMs get the headroom to grow their
+//	                 CPUs or memory while they run (see Growing a running VM); off by
+//	                 default, and read only as a VM is made
+//	maxCPUs          the CPUs a VM made with CPU hotplug may grow to while it runs: its
+//	                 cores; 4 times its CPUs, at most 64, by default, and never more
+//	                 than its node's CPUs
+//	maxMemoryMiB     not used: PVE 8 has no maximum of hotplugged memory to set, and
+//	                 its own (the host's physical address bits) applies
+//
+// Hotplug parameters that do not parse keep the Provider from Ready (Inventory fails
+// with what to fix), and Create makes no VM until they are fixed.
 //
 // A ProxmoxMachine's spec.proxmox block (infrav1.ProxmoxOptions) may also name the node
 // (overriding the failure domain) and cloneMode: full (the default) or linked (which
@@ -103,10 +114,34 @@
 // their storage class's storage; NIC i on interface i's bridge keeping the template's
 // model and MAC, extra template NICs removed; ipconfigN from the interface's IPAM, dhcp
 // or static, and nameserver; the user data's seed CD-ROM, or cicustom; the identity
-// tag), then a resize task per disk to grow, then power. CPU, memory and firmware changes are made while the VM is
-// stopped: asked of a running VM, they wait for its next power cycle (RestartRequired,
-// the VM staying Ready) and the rest of the config is written at once; disks only grow (DiskShrinkNotSupported
+// tag; at creation, the hotplug headroom), then a resize task per disk to grow, then
+// power. CPU and memory increases PVE hotplugs are made in the running VM; other CPU,
+// memory and firmware changes are made while the VM is stopped: asked of a running VM,
+// they wait for its next power cycle (RestartRequired, the VM staying Ready) and the
+// rest of the config is written at once; disks only grow (DiskShrinkNotSupported
 // otherwise).
+//
+// # Growing a running VM
+//
+// Proxmox VE writes a config change of a running VM into the config's pending section
+// and applies at once what the VM's hotplug setting lets it, the rest at its next start
+// or stop. With the Provider's hotplug parameter, the first config update after the
+// clone gives the VM the headroom to grow: "cpu" in hotplug besides the template's
+// features (PVE's default network,disk,usb), cores the CPUs it may grow to (maxCPUs)
+// with one socket and vcpus its CPUs; "memory" in hotplug with numa 1, which memory
+// hotplug needs (not for a VM below 1024 MiB, which PVE would not start so). A running
+// VM then grows online, in the same QEMU process: CPUs up to cores × sockets (vcpus is
+// written), memory by whole DIMMs (to PVE's DIMM steps: 512 MiB steps up to 17 GiB,
+// 1 GiB up to 49 GiB, 2 GiB up to 113 GiB…). Anything else (a decrease, which PVE would
+// unplug online; CPUs beyond the cores; memory between DIMM steps; a VM without the
+// hotplug feature) the driver holds back for the next power cycle itself, so it leaves
+// PVE nothing pending it did not mean to, and Observation.PendingRestart lists exactly
+// that. On a stopped VM with vcpus, CPUs beyond the cores raise the cores to the
+// Provider's bound for the new count. The driver reads a VM's config with GET pending:
+// status.hardware is what the VM runs (CPUs are vcpus when set, else cores × sockets);
+// a hotplug PVE refuses anyway (memory beyond the host's maximum) stays pending in PVE
+// and is reported waiting; a pending CPU or memory value the machine does not want is
+// reverted. See hotplug.go and docs/providers/proxmox.md.
 //
 // User data reaches the guest through PVE's API alone, as a NoCloud seed: an ISO 9660
 // image labelled cidata (package nocloud) with user-data, meta-data (instance-id = the

@@ -47,10 +47,15 @@ func infoFor(sim *proxmoxtest.Simulator, p *banlieuev1.Provider) providersdk.Pro
 	return providersdk.ProviderInfo{Provider: p, Credentials: sim.TokenCredentials(), CABundle: []byte(p.Spec.Connection.CABundle.Inline)}
 }
 
-// connect opens a session to the simulator and closes it when the test ends.
-func connect(t *testing.T, sim *proxmoxtest.Simulator, d *Driver) *session {
+// connect opens a session to the simulator, for providerFor's Provider changed by
+// mods, and closes it when the test ends.
+func connect(t *testing.T, sim *proxmoxtest.Simulator, d *Driver, mods ...func(*banlieuev1.Provider)) *session {
 	t.Helper()
-	cl, err := d.Connect(context.Background(), infoFor(sim, providerFor(sim)))
+	p := providerFor(sim)
+	for _, mod := range mods {
+		mod(p)
+	}
+	cl, err := d.Connect(context.Background(), infoFor(sim, p))
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

@@ -165,7 +165,7 @@ func (s *session) findImported(ctx context.Context, all []pve.Resource, p import
 		if r.Name != p.name && !unreported(r) {
 			continue
 		}
-		conf, err := s.config(ctx, r.Node, r.VMID)
+		conf, _, err := s.config(ctx, r.Node, r.VMID)
 		if err != nil {
 			if r.Name != p.name && pve.IsNodeUnreachable(err) {
 				continue

@@ -21,12 +21,17 @@ const LabelNode = "node"
 // Inventory reports one failure domain per online node (of the Provider's node
 // parameter, when set), with the storage and network classes whose storage and bridge
 // that node has. It reads nodes and storages in two cluster-wide calls, then each
-// node's bridges.
+// node's bridges. Hotplug parameters that do not parse fail it, so the Provider says
+// what to fix.
 func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) {
+	if s.hotplugErr != nil {
+		return providersdk.Inventory{}, s.hotplugErr
+	}
 	nodes, err := s.api.Nodes(ctx)
 	if err != nil {
 		return providersdk.Inventory{}, err
 	}
+	s.learnNodeCPUs(nodes)
 	storages, err := s.api.StorageResources(ctx)
 	if err != nil {
 		return providersdk.Inventory{}, err

@@ -35,7 +35,7 @@ func (s *session) ListVMs(ctx context.Context) ([]providersdk.UnmanagedVM, error
 		if r.Template || !s.inScope(r) || markedUID(r.Tags) != "" {
 			continue
 		}
-		conf, err := s.config(ctx, r.Node, r.VMID)
+		conf, _, err := s.config(ctx, r.Node, r.VMID)
 		switch {
 		case pve.IsNodeUnreachable(err):
 			continue

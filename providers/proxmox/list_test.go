@@ -18,7 +18,7 @@ import (
 // Requests of the simulator that ListVMs makes.
 const (
 	listRequest   = "GET /cluster/resources"
-	configRequest = "GET /nodes/{node}/qemu/{vmid}/config"
+	configRequest = "GET /nodes/{node}/qemu/{vmid}/pending"
 )
 
 // ListVMs lists, on a cluster where VMs were made by their owner, by a machine and

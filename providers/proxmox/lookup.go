@@ -12,10 +12,13 @@ import (
 	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
-// vmState is what a lookup found of a VM: its listing entry and its config.
+// vmState is what a lookup found of a VM: its listing entry and its config, as the
+// driver sees it (see configView), with what PVE holds pending for its next power
+// cycle.
 type vmState struct {
 	pve.Resource
-	conf pve.Config
+	conf    pve.Config
+	pending pve.Pending
 }
 
 // observed is what Observe read, handed back in Observation.State to the Create,
@@ -90,7 +93,7 @@ func (s *session) find(ctx context.Context, m *providersdk.Machine) (*vmState, [
 // answer (its VMs may have moved elsewhere). A VM with the machine's tag and another
 // UID is an IdentityMismatch, as in findIn.
 func (s *session) direct(ctx context.Context, m *providersdk.Machine, loc location) (*vmState, error) {
-	conf, err := s.config(ctx, loc.node, loc.vmid)
+	conf, pending, err := s.config(ctx, loc.node, loc.vmid)
 	if err != nil {
 		if ctx.Err() != nil || providersdk.IsUnauthorized(err) || providersdk.IsPermanent(err) ||
 			(providersdk.IsUnreachable(err) && !pve.IsNodeUnreachable(err)) {
@@ -107,7 +110,7 @@ func (s *session) direct(ctx context.Context, m *providersdk.Machine, loc locati
 		}
 		return nil, nil // the VMID went to another VM
 	}
-	return &vmState{conf: conf, Resource: pve.Resource{
+	return &vmState{conf: conf, pending: pending, Resource: pve.Resource{
 		VMID: loc.vmid, Node: loc.node, Name: conf["name"], Tags: conf["tags"], Lock: conf["lock"],
 	}}, nil
 }
@@ -125,7 +128,7 @@ func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk
 		if r.Template || (!tagged && r.Name != name) {
 			continue
 		}
-		conf, err := s.config(ctx, r.Node, r.VMID)
+		conf, pending, err := s.config(ctx, r.Node, r.VMID)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +138,7 @@ func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk
 			}
 			continue // another VM with the name: PVE names need not be unique
 		}
-		return &vmState{Resource: r, conf: conf}, nil
+		return &vmState{Resource: r, conf: conf, pending: pending}, nil
 	}
 	var others map[int]bool
 	for _, r := range all {
@@ -148,7 +151,7 @@ func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk
 		if others[r.VMID] {
 			continue
 		}
-		conf, err := s.config(ctx, r.Node, r.VMID)
+		conf, pending, err := s.config(ctx, r.Node, r.VMID)
 		switch {
 		case pve.IsNodeUnreachable(err):
 			continue // its node is down: the VM cannot be confirmed, nor changed
@@ -158,7 +161,7 @@ func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk
 			continue
 		}
 		r.Name, r.Lock, r.Tags = conf["name"], conf["lock"], conf["tags"]
-		return &vmState{Resource: r, conf: conf}, nil
+		return &vmState{Resource: r, conf: conf, pending: pending}, nil
 	}
 	return nil, nil
 }
@@ -172,11 +175,36 @@ func unreported(r pve.Resource) bool {
 	return !r.Template && (r.Name == "" || r.Name == "VM "+strconv.Itoa(r.VMID))
 }
 
-// config reads a VM's config; nil when the VM is gone.
-func (s *session) config(ctx context.Context, node string, vmid int) (pve.Config, error) {
-	conf, err := s.api.VMConfig(ctx, node, vmid)
+// config reads a VM's config, as configView makes it, and what is pending for its next
+// power cycle, in one call; nil when the VM is gone.
+func (s *session) config(ctx context.Context, node string, vmid int) (pve.Config, pve.Pending, error) {
+	conf, pending, err := s.api.VMConfig(ctx, node, vmid)
 	if pve.IsNotFound(err) {
-		return nil, nil
+		return nil, pve.Pending{}, nil
 	}
-	return conf, err
+	if err != nil {
+		return nil, pve.Pending{}, err
+	}
+	return configView(conf, pending), pending, nil
+}
+
+// runningKeys are the config keys of a VM's CPUs and memory and of the headroom to
+// grow them while it runs (see hotplug.go).
+var runningKeys = []string{"cores", "sockets", "vcpus", "memory", "numa", "hotplug"}
+
+// configView is a VM's config as the driver compares it to the machine's spec: with
+// PVE's pending changes in, as PVE's GET config answers by default, so that a change
+// PVE holds for the VM's next power cycle (a NIC on a VM without network hotplug) is
+// not written again; but the CPUs, memory and hotplug settings the VM runs with, which
+// status.hardware reports and which decide what may grow online.
+func configView(conf pve.Config, pending pve.Pending) pve.Config {
+	out := pending.Apply(conf)
+	for _, k := range runningKeys {
+		if v, ok := conf[k]; ok {
+			out[k] = v
+		} else {
+			delete(out, k)
+		}
+	}
+	return out
 }

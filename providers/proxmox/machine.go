@@ -126,12 +126,12 @@ func (s *session) observe(ctx context.Context, m *providersdk.Machine, vm *vmSta
 	}
 	hw := hardware(vm.conf, vm.conf.DiskKeys())
 	o.Hardware = &hw
-	ch, err := s.changes(m, vm)
+	ch, err := s.changes(m, vm, power)
 	if err != nil && !providersdk.IsPermanent(err) {
 		return providersdk.Observation{}, err
 	}
-	if err == nil && providersdk.WaitsForRestart(power, m.DesiredPower()) {
-		o.PendingRestart = ch.waitForRestart()
+	if err == nil {
+		o.PendingRestart = ch.pendingRestart()
 	}
 	// A change PVE cannot make is not up to date either: Update reports why.
 	o.UpToDate = err == nil && ch.empty() && power == m.DesiredPower() && vm.Lock == ""

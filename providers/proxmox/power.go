@@ -6,15 +6,19 @@ import (
 	"slices"
 	"strconv"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/pve"
 )
 
 // Update brings the VM Observe found in line with the spec, one step a call: the
-// config (one synchronous update; changes to CPUs, memory or firmware only while the
-// VM is stopped, and otherwise at its next power cycle), then each disk to grow (a resize task), then power (a task). The
-// reconciler observes after each step and calls again until the VM is up to date.
+// config (one synchronous update; CPU and memory increases that PVE hotplugs into the
+// running VM at once, other changes to CPUs, memory or firmware only while the VM is
+// stopped, and otherwise at its next power cycle), then each disk to grow (a resize
+// task), then power (a task). The reconciler observes after each step and calls again
+// until the VM is up to date.
 func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.UpdateResult, error) {
 	st, err := stateOf(obs, "update")
 	if err != nil || st.vm == nil {
@@ -24,23 +28,31 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 	if vm.Lock != "" {
 		return providersdk.UpdateResult{}, providersdk.InFlight(providersdk.OperationUpdate, "")
 	}
-	ch, err := s.changes(m, vm)
+	have, want := st.power, m.DesiredPower()
+	if err := s.knowNodeCPUs(ctx, vm, have); err != nil {
+		return providersdk.UpdateResult{}, err
+	}
+	// What needs the VM stopped waits for its next power cycle when the machine does
+	// not ask for it off (Observe reports it pending); the rest of the config is
+	// written now.
+	ch, err := s.changes(m, vm, have)
 	if err != nil {
 		return providersdk.UpdateResult{}, err
 	}
-	have, want := st.power, m.DesiredPower()
-	if providersdk.WaitsForRestart(have, want) {
-		// What needs the VM stopped waits for its next power cycle (Observe reports it
-		// pending); the rest of the config is written now.
-		ch.waitForRestart()
-	}
-	if len(ch.set) > 0 || len(ch.del) > 0 {
+	if len(ch.set) > 0 || len(ch.del) > 0 || len(ch.revert) > 0 {
 		if len(ch.offline) > 0 && have != banlieuev1.PowerStatePoweredOff {
 			// The machine asks for the VM off: it is stopped first.
 			return s.setPower(ctx, vm, have, want)
 		}
-		change := pve.ConfigChange{Set: ch.set, Delete: ch.del, Digest: vm.conf["digest"]}
+		change := pve.ConfigChange{Set: ch.set, Delete: ch.del, Revert: ch.revert, Digest: vm.conf["digest"]}
 		if err := s.api.SetConfig(ctx, vm.Node, vm.VMID, change); err != nil {
+			if problems := pve.HotplugProblems(err); problems != nil {
+				// PVE made the rest of the change and keeps these for the VM's next
+				// power cycle, which the next Observe reports pending.
+				ctrl.LoggerFrom(ctx).Info("Proxmox VE could not hotplug a change into the running VM; it applies at the VM's next power cycle",
+					"vmid", vm.VMID, "problems", problems)
+				return providersdk.UpdateResult{}, nil
+			}
 			return providersdk.UpdateResult{}, pve.Refused("update the config of VM "+strconv.Itoa(vm.VMID), busy(err))
 		}
 		return providersdk.UpdateResult{}, nil

@@ -68,6 +68,16 @@ type session struct {
 	templateStorage string
 	// importLimits are the Provider's import parameters, checked before PVE downloads.
 	importLimits providersdk.ImportLimits
+	// hotplug is what new VMs may grow while they run (see hotplug.go); hotplugErr
+	// says why the Provider's parameters for it do not parse, which Inventory reports
+	// and Create refuses on.
+	hotplug    providersdk.Hotplug
+	hotplugErr error
+
+	// nodeCPUsMu guards nodeCPUs: each node's CPU count, as the cluster last listed it
+	// (Inventory, or Update when it needs one), the most a VM there may have.
+	nodeCPUsMu sync.Mutex
+	nodeCPUs   map[string]int
 
 	// importsMu guards imports, each image's import as this session knows it.
 	importsMu sync.Mutex
@@ -132,7 +142,9 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		importLimits:    providersdk.ImportLimitsFrom(p.Spec.Parameters),
 		imports:         map[k8stypes.UID]*importState{},
 		clones:          map[string]startedClone{},
+		nodeCPUs:        map[string]int{},
 	}
+	s.hotplug, s.hotplugErr = providersdk.HotplugFrom(p.Spec.Parameters)
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			s.nodes = append(s.nodes, n)

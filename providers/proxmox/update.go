@@ -22,61 +22,119 @@ const (
 
 // changeSet is how a VM differs from its machine's spec.
 type changeSet struct {
-	// set and del are config keys to set and to delete, in one config update.
-	set map[string]any
-	del []string
+	// set and del are config keys to set and to delete, in one config update; revert
+	// are keys whose pending change to drop in it.
+	set    map[string]any
+	del    []string
+	revert []string
 	// offline maps the config keys that change only while the VM is stopped to a
-	// description of their change, for RestartRequired's message.
+	// description of their change, for RestartRequired's message ("" for a key that
+	// is part of another key's change).
 	offline map[string]string
+	// what describes the change of a key that may be made online (vcpus, memory), for
+	// when PVE holds it pending instead.
+	what map[string]string
+	// held are the keys held back for the VM's next power cycle, with the values they
+	// get then, and heldWhat the descriptions of their changes.
+	held     map[string]any
+	heldWhat map[string]string
 	// grow maps disk keys to their new size in GiB.
 	grow map[string]int64
 }
 
-func (c changeSet) empty() bool { return len(c.set) == 0 && len(c.del) == 0 && len(c.grow) == 0 }
+func (c changeSet) empty() bool {
+	return len(c.set) == 0 && len(c.del) == 0 && len(c.revert) == 0 && len(c.grow) == 0
+}
+
+// setOffline sets key to val, a change made only while the VM is stopped; what
+// describes it ("" when another key's description covers it).
+func (c *changeSet) setOffline(key string, val any, what string) {
+	c.set[key] = val
+	c.offline[key] = what
+}
+
+// hold takes key's change out of what is written now and keeps it for the VM's next
+// power cycle, described by what.
+func (c *changeSet) hold(key, what string) {
+	if v, ok := c.set[key]; ok {
+		c.held[key] = v
+		delete(c.set, key)
+	}
+	c.heldWhat[key] = what
+}
 
 // waitForRestart takes the changes that need the VM stopped out of c, for its next
-// power cycle, and returns their descriptions, in key order.
-func (c *changeSet) waitForRestart() []string {
-	var pending []string
-	for _, key := range slices.Sorted(maps.Keys(c.offline)) {
-		delete(c.set, key)
-		if what := c.offline[key]; what != "" {
-			pending = append(pending, what)
+// power cycle.
+func (c *changeSet) waitForRestart() {
+	for key, what := range c.offline {
+		c.hold(key, what)
+	}
+	c.offline = map[string]string{}
+}
+
+// pendingRestart describes the changes held back for the VM's next power cycle, for
+// Observation.PendingRestart: the CPUs' first, then memory's, then the others' by key.
+func (c changeSet) pendingRestart() []string {
+	var out []string
+	for _, key := range slices.SortedFunc(maps.Keys(c.heldWhat), byKeyOrder) {
+		if what := c.heldWhat[key]; what != "" && !slices.Contains(out, what) {
+			out = append(out, what)
 		}
 	}
-	c.offline = nil
-	return pending
+	return out
+}
+
+// byKeyOrder orders config keys for messages: the CPUs', then memory, then the others
+// by name.
+func byKeyOrder(a, b string) int {
+	rank := func(k string) int {
+		switch k {
+		case "cores", "sockets", "vcpus":
+			return 0
+		case "memory":
+			return 1
+		}
+		return 2
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra - rb
+	}
+	return strings.Compare(a, b)
 }
 
 // changes compares the VM's config to the machine's spec: CPUs, memory and disks as
 // providersdk.HardwareDiff does (disks grown, or added on their storage class's
 // storage; a disk that would shrink is refused), firmware, NICs on their network
-// class's bridge, cloud-init network config and user data, and the identity tag. For
-// an adopted VM (spec.adoptProviderID) it compares CPUs, memory, disks and the tag
-// only: its firmware, NICs, cloud-init and user data are the owner's, set before
-// banlieue knew it, and rewriting them would cut a running guest off its network.
-func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error) {
-	c := changeSet{set: map[string]any{}, grow: map[string]int64{}, offline: map[string]string{}}
+// class's bridge, cloud-init network config and user data, and the identity tag; at
+// creation, the Provider's hotplug headroom (see hotplug.go). For an adopted VM
+// (spec.adoptProviderID) it compares CPUs, memory, disks and the tag only: its
+// firmware, NICs, cloud-init and user data are the owner's, set before banlieue knew
+// it, and rewriting them would cut a running guest off its network. When the change
+// waits for the VM's next power cycle (providersdk.WaitsForRestart: the VM runs, and
+// the machine does not ask for it off), what needs the VM stopped is held back
+// (c.held, described by c.pendingRestart) and the rest is written now; otherwise
+// c.offline keeps what needs the VM stopped. What PVE holds pending for the VM's CPUs
+// and memory is lined up with the machine (see pendingHardware).
+func (s *session) changes(m *providersdk.Machine, vm *vmState, power banlieuev1.PowerState) (changeSet, error) {
+	c := changeSet{
+		set: map[string]any{}, grow: map[string]int64{}, offline: map[string]string{},
+		what: map[string]string{}, held: map[string]any{}, heldWhat: map[string]string{},
+	}
 	conf := vm.conf
 	disks := conf.DiskKeys()
 	hw := providersdk.HardwareDiff(m.Spec, hardware(conf, disks))
 	if err := providersdk.RefuseShrink("Proxmox VE", hw); err != nil {
 		return c, err
 	}
-	setOffline := func(key string, val any, what string) {
-		c.set[key] = val
-		c.offline[key] = what
-	}
+	cpusSet := creating(m, conf, power) && s.headroom(m, vm, &c)
 	for _, h := range hw {
-		switch h.Kind {
-		case providersdk.ChangeCPUs:
-			setOffline("cores", int(h.To), h.String())
-			if conf["sockets"] != "" && conf["sockets"] != "1" {
-				c.set["sockets"] = 1
-				c.offline["sockets"] = "" // part of the CPUs' change
+		switch {
+		case h.Kind == providersdk.ChangeCPUs && !cpusSet:
+			s.cpuChange(vm, h, &c)
+		case h.Kind == providersdk.ChangeMemory:
+			if err := memoryChange(conf, h, &c); err != nil {
+				return c, err
 			}
-		case providersdk.ChangeMemory:
-			setOffline("memory", strconv.FormatInt(h.To, 10), h.String())
 		}
 	}
 	bootStorage := ""
@@ -89,19 +147,23 @@ func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error
 		// The firmware the guest was installed with stays.
 	case fw == banlieuev1.FirmwareBIOS:
 		if conf["bios"] != "" && conf["bios"] != "seabios" {
-			setOffline("bios", "seabios", "firmware to BIOS")
+			c.setOffline("bios", "seabios", "firmware to BIOS")
 		}
 	case fw == banlieuev1.FirmwareEFI || fw == banlieuev1.FirmwareEFISecure:
 		if conf["bios"] != "ovmf" {
-			setOffline("bios", "ovmf", "firmware to UEFI")
+			c.setOffline("bios", "ovmf", "firmware to UEFI")
 		}
 		if conf["efidisk0"] == "" {
 			keys := map[bool]string{true: "1", false: "0"}[fw == banlieuev1.FirmwareEFISecure]
-			c.set["efidisk0"] = fmt.Sprintf("%s:1,efitype=4m,pre-enrolled-keys=%s", bootStorage, keys)
+			// PVE adds an EFI disk to a stopped VM only.
+			c.setOffline("efidisk0", fmt.Sprintf("%s:1,efitype=4m,pre-enrolled-keys=%s", bootStorage, keys), "")
+			if _, ok := c.offline["bios"]; !ok {
+				c.offline["efidisk0"] = "adding an EFI disk"
+			}
 		}
 		if fw == banlieuev1.FirmwareEFISecure && conf["machine"] == "" {
 			// Secure Boot needs SMM, which only the q35 machine type has.
-			setOffline("machine", "q35", "machine type to q35")
+			c.setOffline("machine", "q35", "machine type to q35")
 		}
 	}
 	for _, h := range hw {
@@ -124,6 +186,11 @@ func (s *session) changes(m *providersdk.Machine, vm *vmState) (changeSet, error
 	if tags := vm.conf.Tags(); !slices.Contains(tags, tag) {
 		c.set["tags"] = pve.JoinTags(append(tags, tag))
 	}
+	waits := providersdk.WaitsForRestart(power, m.DesiredPower())
+	if waits {
+		c.waitForRestart()
+	}
+	c.pendingHardware(vm.conf, vm.pending, power != banlieuev1.PowerStatePoweredOff, waits)
 	return c, nil
 }
 
@@ -219,12 +286,6 @@ func ipConfig(iface infrav1.MachineInterface) (string, string, error) {
 		}
 	}
 	return strings.Join(parts, ","), strings.Join(a.Nameservers, " "), nil
-}
-
-// cpus is a config's vCPU count: cores times sockets.
-func cpus(conf pve.Config) int64 {
-	cores, sockets := atoiOr(conf["cores"], 1), atoiOr(conf["sockets"], 1)
-	return cores * sockets
 }
 
 // memoryMiB is a config's memory; PVE 8 writes it as a property string, current=N.

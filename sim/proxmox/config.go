@@ -12,20 +12,35 @@ import (
 // Parameters of config updates that are not config keys.
 var updateParams = []string{"node", "vmid", "digest", "delete", "revert", "skiplock", "background_delay", "force"}
 
+// getVMConfig is GET config: the config with its pending changes in, as the VM will
+// be after its next power cycle, unless current=1 asks for the values it runs with.
 func (s *Simulator) getVMConfig(c *call) (any, error) {
 	v, err := s.vmOf(c)
 	if err != nil {
 		return nil, err
 	}
-	return configJSON(v.conf), nil
+	current := false
+	if val, ok := c.params["current"]; ok {
+		if current, ok = parseBool(val); !ok {
+			return nil, paramErrorf("current", "type check ('boolean') failed - got '%s'", val)
+		}
+	}
+	if current {
+		return configJSON(v.conf, v.digest()), nil
+	}
+	return configJSON(v.withPending(), v.digest()), nil
 }
 
-// configChange is a config update read from a request: keys to set and keys to
-// delete.
+// configChange is a config update read from a request: keys to set, keys to delete
+// and keys whose pending change to revert.
 type configChange struct {
 	set    map[string]string
 	delete []string
+	revert []string
 }
+
+// listPattern splits PVE's pve-configid-list: commas, semicolons, spaces or NULs.
+var listPattern = regexp.MustCompile(`[,;\s\x00]+`)
 
 func readConfigChange(c *call) (configChange, error) {
 	ch := configChange{set: map[string]string{}}
@@ -34,19 +49,35 @@ func readConfigChange(c *call) (configChange, error) {
 			ch.set[k] = val
 		}
 	}
-	for _, k := range regexp.MustCompile(`[,;\s\x00]+`).Split(c.params["delete"], -1) {
+	for _, k := range listPattern.Split(c.params["revert"], -1) {
 		if k == "" {
 			continue
 		}
 		if !configKey.MatchString(k) {
-			return ch, paramErrorf("delete", "unknown option '%s'", k)
+			return ch, paramErrorf("revert", "unknown option '%s'", k)
 		}
 		if _, ok := ch.set[k]; ok {
-			return ch, paramErrorf("delete", "cannot set and delete '%s' at the same time", k)
+			// PVE names the wrong parameter, and quotes it so.
+			return ch, paramErrorf("delete", "you can't use '-%s' and -revert %s' at the same time", k, k)
+		}
+		ch.revert = append(ch.revert, k)
+	}
+	for _, k := range listPattern.Split(c.params["delete"], -1) {
+		if k == "" {
+			continue
+		}
+		if _, ok := ch.set[k]; ok {
+			return ch, paramErrorf("delete", "you can't use '-%s' and -delete %s' at the same time", k, k)
+		}
+		if slices.Contains(ch.revert, k) {
+			return ch, paramErrorf("revert", "you can't use '-delete %s' and -revert %s' at the same time", k, k)
+		}
+		if !configKey.MatchString(k) {
+			return ch, paramErrorf("delete", "unknown option '%s'", k)
 		}
 		ch.delete = append(ch.delete, k)
 	}
-	if len(ch.set) == 0 && len(ch.delete) == 0 {
+	if len(ch.set) == 0 && len(ch.delete) == 0 && len(ch.revert) == 0 {
 		return ch, failf("no options specified")
 	}
 	return ch, checkConfigParams(ch.set)
@@ -108,9 +139,11 @@ func (s *Simulator) postVMConfig(c *call) (any, error) {
 }
 
 // applyConfig is PVE's update_vm_api worker, run with the config lock held: check
-// digest and lock again, delete keys (a deleted disk becomes unusedN, a deleted
-// unusedN is destroyed), set keys (new disks allocated, a replaced disk kept as
-// unusedN), write the config (which fails without quorum).
+// digest and lock again, then write the change into the config's pending section (see
+// pending.go) and apply it: all of it to a stopped VM, what hotplugs to a running
+// one, the rest waiting for its next start or stop. A pending value that could not be
+// hotplugged fails the request with 400 "Parameter verification failed." naming the
+// key ("hotplug problem - …"), after the config is written, the value left pending.
 func (s *Simulator) applyConfig(c *call, v *vm, ch configChange) error {
 	if err := v.checkDigest(c); err != nil {
 		return err
@@ -121,35 +154,51 @@ func (s *Simulator) applyConfig(c *call, v *vm, ch configChange) error {
 	if err := s.checkWritable(v); err != nil {
 		return err
 	}
-	conf := maps.Clone(v.conf)
+	p := v.pendingChange()
+	// Reverting a key sets it back to the value the VM runs with, or drops it when the
+	// VM has none.
+	for _, k := range ch.revert {
+		if cur, ok := p.conf[k]; ok {
+			ch.set[k] = cur
+		} else if _, ok := p.pending[k]; ok {
+			ch.delete = append(ch.delete, k)
+		}
+	}
+	modified := map[string]bool{}
 	for _, k := range ch.delete {
-		old, ok := conf[k]
-		if !ok {
-			continue
+		if err := s.pendDelete(p, k); err != nil {
+			return err
 		}
-		delete(conf, k)
-		switch {
-		case strings.HasPrefix(k, "unused"):
-			if st, vol := s.findVolume(v.node, old); vol != nil {
-				s.removeVolume(v.node, st, vol.name)
-			}
-		case driveKey.MatchString(k):
-			keepUnused(conf, old)
-		}
+		modified[k] = true
 	}
 	d := &disks{s: s, node: v.node, vmid: v.vmid}
 	for _, k := range slices.Sorted(maps.Keys(ch.set)) {
+		modified[k] = true
+		if cur, ok := p.pending[k]; ok && cur == ch.set[k] {
+			continue // nothing changed
+		}
 		val, err := s.configValue(d, k, ch.set[k], "")
 		if err != nil {
 			d.rollback()
 			return err
 		}
-		if old, ok := conf[k]; ok && driveKey.MatchString(k) && parseProperty(old, "file").first != parseProperty(val, "file").first {
-			keepUnused(conf, old)
+		if old, ok := p.pending[k]; ok && driveKey.MatchString(k) {
+			keepUnused(p.conf, old)
 		}
-		conf[k] = val
+		p.pending[k] = val
+		p.undelete(k)
 	}
-	v.conf = conf
+	p.cleanup()
+	errs := map[string]string{}
+	if v.running {
+		errs = s.hotplug(p, modified)
+	} else {
+		s.applyPending(p)
+	}
+	v.commit(p)
+	if len(errs) > 0 {
+		return paramError(errs)
+	}
 	return nil
 }
 

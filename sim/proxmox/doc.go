@@ -7,13 +7,14 @@
 // It models one cluster reached through its first node: nodes that go offline and
 // quorum, storages with content types and per-node volumes, bridges, pools, VMID
 // allocation, QEMU VMs and templates with their config keys, full and linked clones
-// with qemu-server's locks and VMID races, disk resize, power operations, a guest agent
-// that reports addresses a while after start, storage uploads and downloads, API-token
-// and ticket authentication with PVE's roles, ACLs and privilege checks, HA resources,
-// cloud-init dumps, /cluster/resources as pvestatd fills it (new guests unnamed until
-// the next report), and asynchronous tasks with real UPIDs, logs and locks. Task
-// durations, task failures, node outages, the status interval and lock timeouts are
-// knobs for tests. It serves only on loopback.
+// with qemu-server's locks and VMID races, pending config changes and the CPU, memory,
+// disk and NIC hotplug of running VMs (see pending.go), disk resize, power operations,
+// a guest agent that reports addresses a while after start, storage uploads and
+// downloads, API-token and ticket authentication with PVE's roles, ACLs and privilege
+// checks, HA resources, cloud-init dumps, /cluster/resources as pvestatd fills it (new
+// guests unnamed until the next report), and asynchronous tasks with real UPIDs, logs
+// and locks. Task durations, task failures, node outages, the status interval and lock
+// timeouts are knobs for tests. It serves only on loopback.
 //
 // Its answers copy real PVE 8.4 where clients depend on it: every success is
 // {"data": …}; an error's first line is the HTTP reason phrase and its body

@@ -84,13 +84,22 @@ func (s *Simulator) power(c *call, v *vm, action, typ string) error {
 		if v.conf["template"] == "1" {
 			return failf("you can't start a vm if it's a template")
 		}
+		// vm_start applies the pending changes before it builds QEMU's command line.
+		s.applyPendingNow(v)
 		if err := s.checkStartable(v); err != nil {
 			return err
 		}
 		s.powerOn(v)
 	case "stop", "shutdown":
+		// vm_stop_cleanup applies the pending changes once QEMU is gone.
 		v.running, v.paused = false, false
-	case "reboot", "reset":
+		s.applyPendingNow(v)
+	case "reboot":
+		// A reboot is a shutdown and a start: the pending changes apply.
+		s.applyPendingNow(v)
+		s.powerOn(v)
+	case "reset":
+		// A reset restarts the guest without a power cycle: nothing pending applies.
 		s.powerOn(v)
 	case "suspend":
 		if typ == "qmsuspend" {
@@ -113,8 +122,12 @@ func (s *Simulator) powerOn(v *vm) {
 }
 
 // checkStartable finds what makes qemu-server's vm_start fail before QEMU runs:
-// a NIC on a bridge the node lacks, a cicustom snippet that is not there.
+// CPUs, vcpus or memory it cannot give the VM (checkStartHardware), a NIC on a bridge
+// the node lacks, a cicustom snippet that is not there.
 func (s *Simulator) checkStartable(v *vm) error {
+	if err := checkStartHardware(v.conf); err != nil {
+		return err
+	}
 	n := s.node(v.node)
 	for k, val := range v.conf {
 		if !strings.HasPrefix(k, "net") || !netPattern.MatchString(k) {

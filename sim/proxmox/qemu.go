@@ -10,16 +10,22 @@ import (
 	"time"
 )
 
-// vm is one QEMU guest. Its config is kept as PVE keeps it, key → string value.
+// vm is one QEMU guest. Its config is kept as PVE keeps it, key → string value: the
+// values it runs with, and in its [PENDING] section the changes it takes at its next
+// start or stop (see pending.go).
 type vm struct {
-	vmid    int
-	node    string
-	conf    map[string]string
-	pool    string
-	running bool
-	paused  bool
-	started time.Time
-	pid     uint64
+	vmid int
+	node string
+	conf map[string]string
+	// pending are the values waiting for the next power cycle; pendingDelete the keys
+	// it removes then, in the order they were asked for.
+	pending       map[string]string
+	pendingDelete []string
+	pool          string
+	running       bool
+	paused        bool
+	started       time.Time
+	pid           uint64
 }
 
 // VMState is a snapshot of one VM, for tests.
@@ -35,11 +41,16 @@ type VMState struct {
 	Status, QMPStatus string
 	// Template is true for templates.
 	Template bool
-	// Config is a copy of its config.
+	// Config is a copy of its config: the values it runs with.
 	Config map[string]string
+	// Pending are the values its config's pending section holds for its next start or
+	// stop, and PendingDelete the keys that go then; empty when there are none.
+	Pending       map[string]string
+	PendingDelete []string
 }
 
-// VM returns a copy of a VM's config, as the config file holds it.
+// VM returns a copy of a VM's config, as the config file holds it: the values it runs
+// with, without its pending changes (Pending has those).
 func (s *Simulator) VM(vmid int) (map[string]string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -60,6 +71,7 @@ func (s *Simulator) VMs() []VMState {
 		out = append(out, VMState{
 			VMID: id, Node: v.node, Name: v.conf["name"], Pool: v.pool, Lock: v.conf["lock"],
 			Status: v.status(), QMPStatus: v.qmpStatus(), Template: v.conf["template"] == "1", Config: maps.Clone(v.conf),
+			Pending: maps.Clone(v.pending), PendingDelete: slices.Clone(v.pendingDelete),
 		})
 	}
 	return out
@@ -109,7 +121,7 @@ func (v *vm) checkLock(c *call) error {
 }
 
 func (v *vm) checkDigest(c *call) error {
-	if d := c.params["digest"]; d != "" && d != digest(v.conf) {
+	if d := c.params["digest"]; d != "" && d != v.digest() {
 		return failf("checksum mismatch (file change by other user?)")
 	}
 	return nil

@@ -109,23 +109,3 @@ func hasSerial(conf map[string]string) bool {
 	}
 	return false
 }
-
-// getVMPending is GET pending: every config key with its value, the password
-// masked. The simulator applies every change at once, hot-plugged or not, so no key
-// has a pending value or a pending delete.
-func (s *Simulator) getVMPending(c *call) (any, error) {
-	v, err := s.vmOf(c)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]map[string]any, 0, len(v.conf)+1)
-	for _, k := range slices.Sorted(maps.Keys(v.conf)) {
-		val := v.conf[k]
-		if k == "cipassword" {
-			val = "**********"
-		}
-		out = append(out, map[string]any{"key": k, "value": typedValue(k, val)})
-	}
-	out = append(out, map[string]any{"key": "digest", "value": digest(v.conf)})
-	return out, nil
-}

@@ -43,8 +43,16 @@ func checkConfigParams(params map[string]string) error {
 			}
 			params[k] = strconv.Itoa(boolInt(b))
 		case slices.Contains(integerKeys, k):
-			if _, err := strconv.Atoi(v); err != nil {
+			n, err := strconv.Atoi(v)
+			switch {
+			case err != nil:
 				errs[k] = fmt.Sprintf("type check ('integer') failed - got '%s'", v)
+			case n < 1 && (k == "vcpus" || k == "cores" || k == "sockets"):
+				errs[k] = "value must have a minimum value of 1"
+			}
+		case k == "hotplug":
+			if msg := checkHotplug(v); msg != "" {
+				errs[k] = msg
 			}
 		case slices.Contains(numberKeys, k):
 			if _, err := strconv.ParseFloat(v, 64); err != nil {
@@ -69,13 +77,13 @@ func parseBool(v string) (bool, bool) {
 }
 
 // configJSON renders a config as GET .../config answers it, typed by the schema and
-// with its digest.
-func configJSON(conf map[string]string) map[string]any {
+// with the digest of the config file.
+func configJSON(conf map[string]string, digest string) map[string]any {
 	out := make(map[string]any, len(conf)+1)
 	for k, v := range conf {
 		out[k] = typedValue(k, v)
 	}
-	out["digest"] = digest(conf)
+	out["digest"] = digest
 	return out
 }
 
@@ -93,12 +101,24 @@ func typedValue(k, v string) any {
 	return v
 }
 
-// digest is the SHA1 of the config file's text, which PVE hands out so that a client
-// can refuse to overwrite someone else's change.
-func digest(conf map[string]string) string {
+// digest is the SHA1 of the VM's config file, its [PENDING] section included, which
+// PVE hands out so that a client can refuse to overwrite someone else's change: a
+// change that goes pending changes the digest as one that applies does.
+func (v *vm) digest() string { return configDigest(v.conf, v.pending, v.pendingDelete) }
+
+func configDigest(conf, pending map[string]string, pendingDelete []string) string {
 	h := sha1.New() //nolint:gosec // PVE's config digest is SHA1
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		_, _ = fmt.Fprintf(h, "%s: %s\n", k, conf[k]) // a hash.Hash never fails to write
+	}
+	if len(pending) > 0 || len(pendingDelete) > 0 {
+		_, _ = fmt.Fprint(h, "\n[PENDING]\n")
+		for _, k := range slices.Sorted(maps.Keys(pending)) {
+			_, _ = fmt.Fprintf(h, "%s: %s\n", k, pending[k])
+		}
+		if len(pendingDelete) > 0 {
+			_, _ = fmt.Fprintf(h, "delete: %s\n", strings.Join(pendingDelete, ","))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

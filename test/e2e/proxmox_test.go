@@ -27,6 +27,7 @@ import (
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
+	"github.com/banlieue/banlieue/test/proxmoxer"
 	"github.com/banlieue/banlieue/test/testenv"
 )
 
@@ -140,6 +141,82 @@ func TestAVirtualMachineLivesItsWholeLifeOnProxmox(t *testing.T) {
 	f.g.Expect(ok).To(BeFalse(), "VM %d is still on the cluster", id)
 	_, ok = pve.Volume(proxmoxtest.Node1, volid)
 	f.g.Expect(ok).To(BeFalse(), "seed %s is still on the node", volid)
+}
+
+func TestAProxmoxVMWithHotplugGrowsWhileItRuns(t *testing.T) {
+	proxmoxer.Require(t)
+	f := newFixture(t)
+	pve := startPVE(t)
+	f.startProvider(proxmoxConfig())
+	p := f.proxmoxProvider(pve, func(p *banlieuev1.Provider, _ *corev1.Secret) {
+		p.Spec.Parameters[providersdk.ParamHotplug] = "cpu,memory"
+	})
+	f.eventually(p, func(g Gomega) { g.Expect(conditionOf(p.Status.Conditions, "Ready")).To(Equal("True/Ready: ")) }, 30*time.Second)
+	class := f.class("small")
+	vm := f.vm("web-1", class, f.image("ubuntu", builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName)), func(vm *banlieuev1.VirtualMachine) {
+		vm.Spec.ClassUpdatePolicy = banlieuev1.ClassUpdatePolicyFollow
+	})
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	}, 60*time.Second)
+	id := f.vmid("web-1")
+
+	// proxmoxer, a client banlieue did not write, reads the headroom the VM was made
+	// with: CPU and memory hotplug besides PVE's defaults, cores four times the class's
+	// CPUs, the class's 2 present as vcpus, NUMA for memory hotplug.
+	made := proxmoxer.ReadVM(t, pve.Simulator, proxmoxtest.Node1, id)
+	t.Logf("proxmoxer reads the new VM: %+v", made)
+	headroom := map[string]string{"hotplug": "network,disk,usb,cpu,memory", "cores": "8", "sockets": "1", "vcpus": "2", "numa": "1", "memory": "2048"}
+	f.g.Expect(made.Current).To(Equal(headroom))
+	f.g.Expect(made.Status).To(Equal("running"))
+
+	// The class grows to 4 CPUs and 4 GiB while the VM runs: within its cores and on
+	// PVE's DIMM steps, so PVE hotplugs both at once, in the same QEMU process, and
+	// nothing is left pending.
+	f.update(class, func() { class.Spec.Hardware.CPUs, class.Spec.Hardware.MemoryMiB = 4, 4096 })
+	f.eventually(vm, func(g Gomega) {
+		g.Expect([]int64{int64(vm.Status.Hardware.CPUs), vm.Status.Hardware.MemoryMiB}).To(Equal([]int64{4, 4096}))
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("False/NoPendingChange: "))
+		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
+	}, 30*time.Second)
+	grown := proxmoxer.ReadVM(t, pve.Simulator, proxmoxtest.Node1, id)
+	t.Logf("proxmoxer reads the grown VM: %+v", grown)
+	headroom["vcpus"], headroom["memory"] = "4", "4096"
+	f.g.Expect(grown.Current).To(Equal(headroom), "the running VM was not grown")
+	f.g.Expect(grown.Hardware).To(Equal(headroom), "GET config shows other values pending")
+	f.g.Expect(grown.Pending).To(BeEmpty())
+	f.g.Expect(grown.PendingDelete).To(BeEmpty())
+	f.g.Expect(grown.PID).To(Equal(made.PID), "the growth restarted the VM")
+
+	// 12 CPUs are beyond its 8 cores: the change waits for the next restart, the VM
+	// stays Ready and says so, and PVE holds nothing pending for it.
+	f.update(class, func() { class.Spec.Hardware.CPUs = 12 })
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("True/HardwareChangePending: the VM's next restart applies " +
+			"CPUs from 4 to 12; set spec.restartRequestedAt, or power the VM off and on again"))
+		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
+	}, 30*time.Second)
+	waiting := proxmoxer.ReadVM(t, pve.Simulator, proxmoxtest.Node1, id)
+	f.g.Expect(waiting.Current).To(Equal(headroom))
+	f.g.Expect(waiting.Pending).To(BeEmpty())
+	f.g.Expect(waiting.PID).To(Equal(made.PID))
+
+	// A restart applies it: the cores are raised to the new bound, no more than the
+	// node's 16 CPUs, and the VM runs 12 of them in a new QEMU process.
+	f.update(vm, func() { vm.Spec.RestartRequestedAt = &metav1.Time{Time: time.Now()} })
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(vm.Status.Restart.Result).To(Equal(banlieuev1.RestartResultRestarted), "the restart has not ended: %+v", vm.Status.Restart)
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("False/NoPendingChange: "))
+		g.Expect(vm.Status.Hardware.CPUs).To(Equal(int32(12)))
+	}, 60*time.Second)
+	restarted := proxmoxer.ReadVM(t, pve.Simulator, proxmoxtest.Node1, id)
+	t.Logf("proxmoxer reads the restarted VM: %+v", restarted)
+	headroom["cores"], headroom["vcpus"] = "16", "12"
+	f.g.Expect(restarted.Current).To(Equal(headroom))
+	f.g.Expect(restarted.Pending).To(BeEmpty())
+	f.g.Expect(restarted.Status).To(Equal("running"))
+	f.g.Expect(restarted.PID).NotTo(Equal(made.PID), "the restart did not start a new QEMU process")
 }
 
 func TestAProxmoxProviderSaysWhatIsWrongAndRecovers(t *testing.T) {

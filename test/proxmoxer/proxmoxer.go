@@ -65,14 +65,24 @@ func Command(ctx context.Context, tb testing.TB, sim *proxmoxsim.Simulator, scri
 	return cmd
 }
 
-// VM is what proxmoxer reads of one VM: its config's tags, description and net0, and its
-// current status and QEMU PID.
+// VM is what proxmoxer reads of one VM: its config's tags, description and net0, its
+// current status and QEMU PID, and its CPUs, memory and hotplug settings with what is
+// pending for its next power cycle.
 type VM struct {
 	Tags        string `json:"tags"`
 	Description string `json:"description"`
 	Net0        string `json:"net0"`
 	Status      string `json:"status"`
 	PID         int    `json:"pid"`
+	// Hardware are the config's hotplug, cores, sockets, vcpus, numa and memory, as
+	// GET config answers them (with the pending values in); Current the same keys as
+	// the VM runs them (GET config?current=1).
+	Hardware map[string]string `json:"hardware"`
+	Current  map[string]string `json:"current"`
+	// Pending are the pending values GET pending lists, by key, and PendingDelete the
+	// keys it lists pending deletion.
+	Pending       map[string]string `json:"pending"`
+	PendingDelete []string          `json:"pending_delete"`
 }
 
 // ReadVM reads the VM vmid on node through proxmoxer, with the API token. The caller

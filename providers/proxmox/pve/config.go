@@ -19,18 +19,26 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}
 	out := Config{}
 	for k, v := range raw {
-		switch v := v.(type) {
-		case string:
-			out[k] = v
-		case float64:
-			out[k] = strconv.FormatFloat(v, 'f', -1, 64)
-		case nil:
-		default:
-			out[k] = fmt.Sprint(v)
+		if s, ok := configValue(v); ok {
+			out[k] = s
 		}
 	}
 	*c = out
 	return nil
+}
+
+// configValue is a typed config value as the config file holds it; false for none.
+func configValue(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), true
+	case nil:
+		return "", false
+	default:
+		return fmt.Sprint(v), true
+	}
 }
 
 // DiskKeys are the config keys of the VM's disks in bus order, CD-ROMs (and

@@ -31,6 +31,28 @@ func IsNodeUnreachable(err error) bool { return errors.Is(err, proxmox.ErrNodeUn
 // ("config file already exists", "VM 101 already exists").
 func IsVMIDTaken(err error) bool { return strings.Contains(Message(err), "already exists") }
 
+// HotplugProblems are the config keys whose change PVE failed to hotplug into a
+// running VM, with why: a config update's 400 "Parameter verification failed." whose
+// errors say "hotplug problem - …". PVE wrote the config before it answered, the
+// changes it could make made and these left pending for the VM's next power cycle.
+// Nil for any other error.
+func HotplugProblems(err error) map[string]string {
+	var apiErr *proxmox.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
+		return nil
+	}
+	var out map[string]string
+	for k, msg := range apiErr.Errors {
+		if why, ok := strings.CutPrefix(msg, "hotplug problem - "); ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = strings.TrimSpace(why)
+		}
+	}
+	return out
+}
+
 // notFoundError is a PVE error whose object does not exist: it matches ErrNotFound
 // and keeps PVE's error underneath.
 type notFoundError struct{ err error }

@@ -60,6 +60,9 @@ type Node struct {
 	Name string
 	// Online is true when the cluster sees the node online.
 	Online bool
+	// CPUs is the node's logical CPU count, the most a VM on it may have (cores ×
+	// sockets); 0 when unknown.
+	CPUs int
 }
 
 // Nodes lists the cluster's nodes in one call.
@@ -67,13 +70,14 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	var nodes []struct {
 		Node   string `json:"node"`
 		Status string `json:"status"`
+		MaxCPU int    `json:"maxcpu"`
 	}
 	if err := c.get(ctx, "/cluster/resources", map[string]string{"type": "node"}, &nodes); err != nil {
 		return nil, err
 	}
 	out := make([]Node, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, Node{Name: n.Node, Online: n.Status == "online"})
+		out = append(out, Node{Name: n.Node, Online: n.Status == "online", CPUs: n.MaxCPU})
 	}
 	return out, nil
 }

@@ -3,8 +3,11 @@ package pve
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
@@ -43,7 +46,7 @@ func TestCallsFailWithTypedErrors(t *testing.T) {
 		is   func(error) bool
 	}{{
 		name: "the config of a VM that does not exist is not found",
-		call: func() error { _, err := c.VMConfig(ctx, proxmoxtest.Node1, 4242); return err },
+		call: func() error { _, _, err := c.VMConfig(ctx, proxmoxtest.Node1, 4242); return err },
 		is:   IsNotFound,
 	}, {
 		name: "a task PVE does not know is not found",
@@ -88,9 +91,9 @@ func TestCloneIsATaskThatMakesTheVM(t *testing.T) {
 		t.Errorf("UPID %q does not name node %s", upid, proxmoxtest.Node1)
 	}
 	waitTask(t, c, upid, "clone")
-	conf, err := c.VMConfig(ctx, proxmoxtest.Node1, vmid)
-	if err != nil || conf["name"] != "web" || len(conf.DiskKeys()) != 1 {
-		t.Fatalf("config of the clone = %v, %v; want the name web and the template's disk", conf, err)
+	conf, pending, err := c.VMConfig(ctx, proxmoxtest.Node1, vmid)
+	if err != nil || conf["name"] != "web" || len(conf.DiskKeys()) != 1 || conf["digest"] == "" || !pending.Empty() {
+		t.Fatalf("config of the clone = %v, pending %+v, %v; want the name web, the template's disk, a digest and nothing pending", conf, pending, err)
 	}
 	all, err := c.Resources(ctx)
 	if err != nil {
@@ -127,5 +130,55 @@ func waitTask(t *testing.T, c *Client, upid, what string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s still running after 10s", what)
 		}
+	}
+}
+
+func TestAConfigChangePVECannotHotplugIsReadAsPending(t *testing.T) {
+	sim := proxmoxtest.Start(t)
+	ctx := context.Background()
+	c := newClient(t, sim, sim.TokenCredentials())
+	const vmid = 150
+	upid, err := c.Clone(ctx, proxmoxtest.Node1, proxmoxtest.TemplateVMID, CloneOptions{NewID: vmid, Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, c, upid, "clone")
+	if err := c.SetConfig(ctx, proxmoxtest.Node1, vmid, ConfigChange{Set: map[string]any{"hotplug": "network,disk,usb,cpu", "cores": 4, "vcpus": 2}}); err != nil {
+		t.Fatal(err)
+	}
+	upid, err = c.Start(ctx, proxmoxtest.Node1, vmid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, c, upid, "start")
+
+	// cores waits for the next power cycle; tags apply at once.
+	if err := c.SetConfig(ctx, proxmoxtest.Node1, vmid, ConfigChange{Set: map[string]any{"cores": 8, "tags": "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	conf, pending, err := c.VMConfig(ctx, proxmoxtest.Node1, vmid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{conf["cores"], conf["tags"], pending.Set, pending.Apply(conf)["cores"]}
+	want := []any{"4", "web", map[string]string{"cores": "8"}, "8"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cores, tags, pending, cores with pending (-want +got):\n%s", diff)
+	}
+
+	// More vcpus than cores × sockets: PVE keeps the value pending and says why.
+	err = c.SetConfig(ctx, proxmoxtest.Node1, vmid, ConfigChange{Set: map[string]any{"vcpus": 6}})
+	if want := map[string]string{"vcpus": "you can't add more vcpus than maxcpus"}; !cmp.Equal(HotplugProblems(err), want) {
+		t.Errorf("SetConfig vcpus=6: %v, hotplug problems %v; want %v", err, HotplugProblems(err), want)
+	}
+	if HotplugProblems(errors.New("no")) != nil {
+		t.Error("HotplugProblems of an error that is not PVE's is not nil")
+	}
+	// Reverting drops the pending values.
+	if err := c.SetConfig(ctx, proxmoxtest.Node1, vmid, ConfigChange{Revert: []string{"cores", "vcpus"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, pending, err = c.VMConfig(ctx, proxmoxtest.Node1, vmid); err != nil || !pending.Empty() {
+		t.Errorf("pending after the revert: %+v, %v; want none", pending, err)
 	}
 }

@@ -34,13 +34,59 @@ func (c *Client) NextVMID(ctx context.Context) (int, error) {
 	return vmid, nil
 }
 
-// VMConfig reads a VM's config; IsNotFound when the VM is not on the node.
-func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (Config, error) {
-	var conf Config
-	if err := c.get(ctx, vmPath(node, vmid, "config"), nil, &conf); err != nil {
-		return nil, err
+// Pending is what a VM's config holds for its next power cycle: the changes PVE
+// could not make to the running VM (cores, a machine type, a hotplug it refused),
+// which it makes at the VM's next start or stop.
+type Pending struct {
+	// Set are the pending values, by key.
+	Set map[string]string
+	// Delete are the keys pending deletion.
+	Delete []string
+}
+
+// Empty reports whether nothing is pending.
+func (p Pending) Empty() bool { return len(p.Set) == 0 && len(p.Delete) == 0 }
+
+// Apply is conf with the pending changes made, as PVE's GET config answers by
+// default and as the VM will be after its next power cycle.
+func (p Pending) Apply(conf Config) Config {
+	out := maps.Clone(conf)
+	maps.Copy(out, p.Set)
+	for _, k := range p.Delete {
+		delete(out, k)
 	}
-	return conf, nil
+	return out
+}
+
+// VMConfig reads a VM's config, in one call of GET pending: the values the VM runs
+// with (with the config's digest), and what is pending for its next power cycle.
+// IsNotFound when the VM is not on the node.
+func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (Config, Pending, error) {
+	var items []struct {
+		Key     string `json:"key"`
+		Value   any    `json:"value"`
+		Pending any    `json:"pending"`
+		Delete  int    `json:"delete"`
+	}
+	if err := c.get(ctx, vmPath(node, vmid, "pending"), nil, &items); err != nil {
+		return nil, Pending{}, err
+	}
+	conf, pending := Config{}, Pending{}
+	for _, it := range items {
+		if v, ok := configValue(it.Value); ok {
+			conf[it.Key] = v
+		}
+		if v, ok := configValue(it.Pending); ok {
+			if pending.Set == nil {
+				pending.Set = map[string]string{}
+			}
+			pending.Set[it.Key] = v
+		}
+		if it.Delete != 0 {
+			pending.Delete = append(pending.Delete, it.Key)
+		}
+	}
+	return conf, pending, nil
 }
 
 // ConfigChange is one update of a VM's config.
@@ -49,12 +95,16 @@ type ConfigChange struct {
 	Set map[string]any
 	// Delete are the keys to remove.
 	Delete []string
+	// Revert are the keys whose pending change to drop.
+	Revert []string
 	// Digest is the digest of the config the change was computed from: PVE refuses
 	// the change when the config changed since.
 	Digest string
 }
 
-// SetConfig updates a VM's config synchronously, in one request.
+// SetConfig updates a VM's config synchronously, in one request. On a running VM, PVE
+// applies what it can hotplug and keeps the rest pending; a value it failed to hotplug
+// stays pending too, and the call fails (HotplugProblems names them).
 func (c *Client) SetConfig(ctx context.Context, node string, vmid int, ch ConfigChange) error {
 	params := maps.Clone(ch.Set)
 	if params == nil {
@@ -62,6 +112,9 @@ func (c *Client) SetConfig(ctx context.Context, node string, vmid int, ch Config
 	}
 	if len(ch.Delete) > 0 {
 		params["delete"] = strings.Join(ch.Delete, ",")
+	}
+	if len(ch.Revert) > 0 {
+		params["revert"] = strings.Join(ch.Revert, ",")
 	}
 	if ch.Digest != "" {
 		params["digest"] = ch.Digest

@@ -219,10 +219,7 @@ func (s *session) Adopt(ctx context.Context, m *providersdk.Machine, obs provide
 		// adoptions could both succeed.
 		return providersdk.AdoptResult{}, fmt.Errorf("failed to adopt the VM %s: Proxmox VE reported no digest of its config", id)
 	}
-	tags := vm.conf.Tags()
-	if tag := TagPrefix + string(m.UID); !slices.Contains(tags, tag) {
-		tags = append(tags, tag)
-	}
+	tags := markTags(vm.conf.Tags(), m)
 	// Lines a banlieue machine once wrote (a stale "Managed by" line) are written anew;
 	// Release takes them off again and leaves the owner's notes as they were.
 	desc := withoutOwnLines(vm.conf["description"])

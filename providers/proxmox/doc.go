@@ -176,7 +176,8 @@
 //
 // The machine's UID is in the clone's description (a line "banlieue.io/machine-uid:
 // <uid>"), set by the clone request itself, and in the tag banlieue-<uid>, added by the
-// first config update (PVE's clone takes no tags). The VM's name is
+// first config update (PVE's clone takes no tags) with the tag banlieue.cluster-<uid>
+// naming the machine's cluster (ClusterTagPrefix). The VM's name is
 // "<namespace>-<name>-<hash>" (providersdk.BackendName), a DNS label of at most 63
 // characters, because PVE's cloud-init makes the guest's host name from it; the hash of
 // namespace and name keeps two namespaces' machines apart. spec.providerID is proxmox://<cluster>/<vmid>, the cluster's

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -16,6 +17,10 @@ import (
 const (
 	// TagPrefix starts the tag that holds the machine's UID on its VM: banlieue-<uid>.
 	TagPrefix = "banlieue-"
+	// ClusterTagPrefix starts the tag that names the cluster of the machine that marked
+	// the VM (providersdk.Machine.ClusterID): banlieue.cluster-<uid>, read with the tags
+	// in the one listing the orphan scan makes.
+	ClusterTagPrefix = "banlieue.cluster-"
 	// DescriptionUIDKey starts the description line that holds the machine's UID, set by
 	// the clone itself, so the VM carries the UID from the moment its config is written.
 	DescriptionUIDKey = "banlieue.io/machine-uid: "
@@ -105,3 +110,33 @@ func vmName(a, b string) string {
 
 // first returns the first non-empty string.
 func first(s ...string) string { return cmp.Or(s...) }
+
+// markTags returns tags with the machine's marks added: its tag, and the tag of its
+// cluster when it names one and tags name none.
+func markTags(tags []string, m *providersdk.Machine) []string {
+	out := slices.Clone(tags)
+	if tag := TagPrefix + string(m.UID); !slices.Contains(out, tag) {
+		out = append(out, tag)
+	}
+	if m.ClusterID != "" && clusterOf(out) == "" {
+		out = append(out, ClusterTagPrefix+m.ClusterID)
+	}
+	return out
+}
+
+// unmarkTags returns tags without the machine's tag and any cluster tag.
+func unmarkTags(tags []string, m *providersdk.Machine) []string {
+	return slices.DeleteFunc(slices.Clone(tags), func(t string) bool {
+		return t == TagPrefix+string(m.UID) || strings.HasPrefix(t, ClusterTagPrefix)
+	})
+}
+
+// clusterOf is the cluster a VM's tags name (ClusterTagPrefix); "" when none does.
+func clusterOf(tags []string) string {
+	for _, t := range tags {
+		if id, ok := strings.CutPrefix(t, ClusterTagPrefix); ok {
+			return id
+		}
+	}
+	return ""
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -255,8 +254,7 @@ func (s *session) Release(ctx context.Context, m *providersdk.Machine, obs provi
 		return providersdk.ReleaseResult{}, err
 	}
 	vm := st.vm
-	tag := TagPrefix + string(m.UID)
-	tags := slices.DeleteFunc(vm.conf.Tags(), func(t string) bool { return t == tag })
+	tags := unmarkTags(vm.conf.Tags(), m)
 	desc := withoutOwnLines(vm.conf["description"])
 	if len(tags) == len(vm.conf.Tags()) && desc == vm.conf["description"] {
 		return providersdk.ReleaseResult{}, nil

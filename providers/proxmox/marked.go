@@ -12,9 +12,9 @@ import (
 
 var _ providersdk.OrphanLister = (*session)(nil)
 
-// ListMarked returns the cluster's VMs that carry a machine's tag (TagPrefix + UID),
-// read in one call of the guest listing (/cluster/resources), whatever the number of
-// VMs. Templates are left out. The tag names no namespace or name, and reading them
+// ListMarked returns the cluster's VMs that carry a machine's tag (TagPrefix + UID), with
+// the cluster their tags name (ClusterTagPrefix), read in one call of the guest listing
+// (/cluster/resources), whatever the number of VMs. Templates are left out. The tag names no namespace or name, and reading them
 // from each VM's description would take a call per VM, so MarkedVM.Machine is unset.
 func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error) {
 	all, err := s.api.Resources(ctx)
@@ -31,7 +31,7 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 			continue
 		}
 		out = append(out, providersdk.MarkedVM{
-			ProviderID: s.providerID(r.VMID), Name: r.Name, MachineUID: k8stypes.UID(uid),
+			ProviderID: s.providerID(r.VMID), Name: r.Name, MachineUID: k8stypes.UID(uid), ClusterID: clusterOf(pve.SplitTags(r.Tags)),
 		})
 	}
 	return out, nil

@@ -182,9 +182,8 @@ func (s *session) changes(m *providersdk.Machine, vm *vmState, power banlieuev1.
 		}
 		userDataChanges(m, vm.conf, &c)
 	}
-	tag := TagPrefix + string(m.UID)
-	if tags := vm.conf.Tags(); !slices.Contains(tags, tag) {
-		c.set["tags"] = pve.JoinTags(append(tags, tag))
+	if tags := vm.conf.Tags(); !slices.Contains(tags, TagPrefix+string(m.UID)) {
+		c.set["tags"] = pve.JoinTags(markTags(tags, m))
 	}
 	waits := providersdk.WaitsForRestart(power, m.DesiredPower())
 	if waits {

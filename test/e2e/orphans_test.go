@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +21,11 @@ import (
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/proxmox"
+	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+	"github.com/banlieue/banlieue/test/proxmoxer"
 )
 
 // The tests of section 6 (orphans) of docs/proposals/20261204-day-2-operations.md: a VM
@@ -152,6 +157,64 @@ func TestAVCenterOrphanIsReportedThenDeletedButNeverAnotherClusters(t *testing.T
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(task.Wait(ctx)).To(Succeed())
 			return "vsphere://" + vm.Config.Uuid
+		},
+	})
+}
+
+func TestAProxmoxOrphanIsReportedThenDeletedButNeverAnotherClusters(t *testing.T) {
+	proxmoxer.Require(t)
+	f := newFixture(t)
+	pve := startPVE(t)
+	api := pveAPI(pve)
+	config := proxmoxConfig()
+	config.OrphanScanInterval = orphanScan
+	// cluster reads the cluster tag of the VM id from the PVE API's guest listing.
+	cluster := func(g Gomega, id string) string {
+		var all []struct {
+			VMID int    `json:"vmid"`
+			Tags string `json:"tags"`
+		}
+		g.Expect(api.Get(context.Background(), "/cluster/resources?type=vm", &all)).To(Succeed())
+		for _, r := range all {
+			if "proxmox://"+proxmoxtest.Cluster+"/"+strconv.Itoa(r.VMID) == id {
+				for _, tag := range pveTags(r.Tags) {
+					if c, ok := strings.CutPrefix(tag, proxmox.ClusterTagPrefix); ok {
+						return c
+					}
+				}
+				return "(no cluster tag)"
+			}
+		}
+		return ""
+	}
+	runOrphanTest(f, orphanBackend{
+		config:   config,
+		kind:     "ProxmoxMachine",
+		provider: func(f *fixture) *banlieuev1.Provider { return f.proxmoxProvider(pve) },
+		class:    func(f *fixture) *banlieuev1.VMClass { return f.class("small") },
+		image: func(f *fixture) *banlieuev1.VMImage {
+			return f.image("ubuntu", builder.Template(proxmox.ProviderClass, proxmoxtest.TemplateName))
+		},
+		cluster: func(g Gomega, id string) string {
+			c := cluster(g, id)
+			if c != "" && c != "another-cluster" {
+				// python3-proxmoxer reads the same tags as the listing.
+				vmid, err := strconv.Atoi(id[strings.LastIndex(id, "/")+1:])
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(pveTags(proxmoxer.ReadVM(t, pve.Simulator, proxmoxtest.Node1, vmid).Tags)).To(ContainElement(proxmox.ClusterTagPrefix + c))
+			}
+			return c
+		},
+		foreign: func(g Gomega) string {
+			var next string
+			g.Expect(api.Get(context.Background(), "/cluster/nextid", &next)).To(Succeed())
+			var upid string
+			g.Expect(api.Post(context.Background(), "/nodes/"+proxmoxtest.Node1+"/qemu", map[string]any{
+				"vmid": strings.TrimSpace(next), "name": "theirs", "cores": 1, "memory": 512,
+				"tags": proxmox.TagPrefix + uuid.NewString() + ";" + proxmox.ClusterTagPrefix + "another-cluster",
+			}, &upid)).To(Succeed())
+			pveWaitTask(g, api, upid)
+			return "proxmox://" + proxmoxtest.Cluster + "/" + strings.TrimSpace(next)
 		},
 	})
 }

@@ -21,6 +21,14 @@ cat >"$root/etc/cloud/cloud.cfg.d/90-banlieue.cfg" <<'CFG'
 datasource_list: [NoCloud, None]
 CFG
 
+# CPUs and memory banlieue plugs into the running guest (a Provider's hotplug: cpu,memory)
+# come online at once: the kernel adds them offline on x86, and Debian ships no rule for
+# that (Ubuntu's 40-vm-hotadd.rules and RHEL's 40-redhat.rules do the same).
+cat >"$root/etc/udev/rules.d/40-banlieue-hotadd.rules" <<'RULES'
+SUBSYSTEM=="cpu", ACTION=="add", TEST=="online", ATTR{online}=="0", ATTR{online}="1"
+SUBSYSTEM=="memory", ACTION=="add", TEST=="state", ATTR{state}=="offline", ATTR{state}="online"
+RULES
+
 # ifupdown brings up what cloud-init renders into interfaces.d.
 cat >"$root/etc/network/interfaces" <<'CFG'
 auto lo

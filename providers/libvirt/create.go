@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -14,15 +13,21 @@ import (
 )
 
 // Create makes the machine's volumes (a qcow2 overlay on the image for the first disk,
-// blank volumes for the others, the NoCloud seed when the machine has user data), then
-// defines the domain and starts it unless the machine asks for PoweredOff. obs, from
-// Observe, says no domain exists; yet every step finds what an earlier, interrupted
-// Create made and keeps it (volumes by name, the domain by UUID when it is defined), so
-// a provider that crashed mid-create never makes a second domain or volume.
+// blank volumes for the others, the NoCloud seed), then defines the domain, with the
+// headroom the Provider's hotplug parameters give, and starts it unless the machine
+// asks for PoweredOff. obs, from Observe, says no domain exists; yet every step finds
+// what an earlier, interrupted Create made and keeps it (volumes by name, the domain by
+// UUID when it is defined), so a provider that crashed mid-create never makes a second
+// domain or volume.
 func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ providersdk.Observation) (providersdk.CreateResult, error) {
 	id, err := machineUUID(m)
 	if err != nil {
 		return providersdk.CreateResult{}, err
+	}
+	if s.hotplugErr != nil {
+		// The headroom is fixed at creation: a domain made without the headroom the
+		// Provider means to give would keep that lack. Retried until it is fixed.
+		return providersdk.CreateResult{}, fmt.Errorf("failed to create the domain: %w", s.hotplugErr)
 	}
 	h, err := s.hostInfo(ctx)
 	if err != nil {
@@ -32,7 +37,7 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, _ provider
 	if err := m.Options("libvirt", opts); err != nil {
 		return providersdk.CreateResult{}, err
 	}
-	spec := s.domainSpec(m, id, opts, h)
+	spec := s.domainSpec(m, id, opts, h, s.hotplug)
 	for i, d := range machineDisks(m) {
 		if err := s.ensureDisk(ctx, m, i, d, spec.Disks[i]); err != nil {
 			return providersdk.CreateResult{}, err
@@ -95,9 +100,9 @@ func (s *session) hook(stage string) error {
 	return s.driver.createHook(stage)
 }
 
-// domainSpec plans the machine's domain, whose UUID is id: names, hardware, volumes
-// and NICs.
-func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.LibvirtOptions, h *hostInfo) host.DomainSpec {
+// domainSpec plans the machine's domain, whose UUID is id: names, hardware with the
+// headroom hot gives (hotplug.Limits), volumes and NICs.
+func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.LibvirtOptions, h *hostInfo, hot providersdk.Hotplug) host.DomainSpec {
 	spec := host.DomainSpec{
 		Name:        domainName(m.Namespace, m.Name),
 		UUID:        id,
@@ -111,6 +116,12 @@ func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.Li
 		SecureBoot:  m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFISecure,
 		Metadata:    &host.Metadata{UID: string(m.UID), Namespace: m.Namespace, Name: m.Name},
 	}
+	maxCPUs, maxMemoryMiB := hot.Limits(int32(spec.CPUs), int64(spec.MemoryMiB))
+	spec.MaxCPUs = uint(maxCPUs)
+	if hot.Memory {
+		spec.MaxMemoryMiB, spec.MemorySlots = uint(maxMemoryMiB), memorySlots
+	}
+	spec.Metadata.Hotplug = hotplugKinds(hot)
 	if spec.MachineType == "" && (h.domainType == "kvm" || h.domainType == "qemu") {
 		// q35 has the SATA controller the seed CD-ROM sits on, and the SMM Secure Boot needs.
 		spec.MachineType = "q35"
@@ -120,7 +131,9 @@ func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.Li
 		spec.Disks = append(spec.Disks, host.Disk{Volume: v, Format: "qcow2"})
 		spec.Metadata.Volumes = append(spec.Metadata.Volumes, v.String())
 	}
-	if seed != nil {
+	// libvirt's test driver runs no guest to read a seed, and cannot upload one
+	// (virStorageVolUpload).
+	if seed != nil && h.domainType != "test" {
 		spec.Seed = seed
 		spec.Metadata.Volumes = append(spec.Metadata.Volumes, seed.String())
 	}
@@ -142,13 +155,15 @@ func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.Li
 }
 
 // machineVolumes are the volumes the machine's spec makes: one per disk, in its
-// pool, and the NoCloud seed, beside the boot disk, when the machine has user data or
-// static addresses (which only the seed's network-config gives the guest).
+// pool, and the NoCloud seed beside the boot disk. Every machine banlieue creates has
+// a seed, user data or not: its meta-data gives the guest its instance ID and host
+// name (cloud-init without a data source leaves it "localhost"), its network-config
+// the static addresses. An adopted domain has none.
 func (s *session) machineVolumes(m *providersdk.Machine, opts *infrav1.LibvirtOptions) (disks []host.VolumeRef, seed *host.VolumeRef) {
 	for i, d := range machineDisks(m) {
 		disks = append(disks, host.VolumeRef{Pool: s.diskPool(d, i, opts), Name: volumeName(m, d.Name+".qcow2")})
 	}
-	if m.Spec.UserData != nil || slices.ContainsFunc(m.Spec.Interfaces, nocloud.HasStaticIPAM) {
+	if !m.Spec.Adopts() {
 		pool := s.defaultPool()
 		if len(disks) > 0 {
 			pool = disks[0].Pool

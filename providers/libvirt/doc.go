@@ -37,6 +37,15 @@
 //	network        libvirt network of interfaces whose network class names none; "default"
 //	failureDomain  the failure domain's name; the host name (DNS-label safe) by default
 //	domainType     kvm or qemu (TCG); the fastest the host offers by default
+//	hotplug        cpu, memory or cpu,memory: the headroom new domains get to grow
+//	               while they run (see Resizing); none by default
+//	maxCPUs        how many CPUs a domain made with CPU hotplug may grow to while it
+//	               runs; 4 times its CPUs, at most 64, by default
+//	maxMemoryMiB   how much memory a domain made with memory hotplug may grow to while
+//	               it runs; 4 times its memory by default
+//
+// Hotplug parameters that do not parse are the Provider's inventory error, which keeps
+// it from Ready, and no domain is created until they are fixed.
 //
 // A LibvirtMachine's spec.libvirt (infrav1.LibvirtOptions) sets storagePool (the boot
 // disk's pool), machineType (q35 by default on QEMU/KVM: it has the SATA controller of
@@ -73,10 +82,12 @@
 // first disk is a qcow2 overlay whose backing file is the image volume (in dir, fs and
 // netfs pools) or a full copy of it (in block pools, which hold no overlays), sized by
 // the class (the image's size when the class has no disks); further disks are blank,
-// preallocated when their provisioning is thick or eagerZeroed. A machine with user data
-// or an interface with static IPAM gets a NoCloud seed: an ISO 9660 image (Rock Ridge and
-// Joliet, label "cidata") built in process with user-data, meta-data (instance-id = the
-// machine's UID, local-hostname = its name) and, with static IPAM, a network-config
+// preallocated when their provisioning is thick or eagerZeroed. Every machine banlieue
+// creates (not one it adopts) gets a NoCloud seed, so that cloud-init in the guest finds
+// its data source and names the guest after the machine even without user data: an ISO
+// 9660 image (Rock Ridge and Joliet, label "cidata") built in process with user-data
+// (empty when the machine has none), meta-data (instance-id = the machine's UID,
+// local-hostname = its name) and, with static IPAM, a network-config
 // that finds each NIC by the MAC the domain gives it (nocloud.MachineMACs; libvirt
 // chooses the MACs otherwise, and the guest takes DHCP on its first NIC), uploaded through libvirt's volume upload stream as "<UID>-cidata.iso" and
 // attached as a SATA CD-ROM. Domains have virtio disks and NICs, a serial console (no
@@ -101,17 +112,48 @@
 // reported with GuestStopped, saying how to restart it, and is left as it is. A pause
 // libvirt ends by itself (starting up, a save, a migration) is waited for: a provider
 // restarted while libvirt starts a domain sees it paused "starting up" for seconds.
-// CPUs, memory and new disks change only while the domain is shut off: asked of a
-// running machine that should stay on, they wait for its next power cycle (a restart,
-// or PoweredOff then back), which the machine says with RestartRequired=True while it
-// stays Ready. A running domain's disk grows at once, through QEMU (block resize);
-// volumes only grow.
 //
 // Addresses come from the DHCP leases of the domain's MACs on its libvirt networks, then
 // from the guest agent. A running machine is WaitingForGuest until it reports as many
 // addresses as the domain has NICs (at least one), so the address of a NIC that came up
 // later, or a static one only the agent knows, reaches the status too. providerID is libvirt://<host>/<domain UUID>, with the endpoint's
 // host, or the host name for a local socket.
+//
+// # Resizing
+//
+// A shut-off domain takes any change of CPUs, memory and disks (volumes only grow). A
+// running domain that should stay on takes what libvirt can change online, live and
+// in its persistent definition, in the same boot:
+//
+//   - a disk grows through QEMU (block resize);
+//   - CPUs grow up to the domain's <vcpu> maximum (virDomainSetVcpusFlags);
+//   - memory grows by a DIMM of the difference, plugged into NUMA node 0, up to
+//     <maxMemory>, while one of its slots is free, by a multiple of 2 MiB (QEMU's DIMM
+//     alignment on x86_64).
+//
+// The rest (fewer CPUs or less memory, growth beyond the maxima, new disks) waits for
+// its next power cycle (a restart, or PoweredOff then back), which the machine says
+// with RestartRequired=True while it stays Ready; Observe reports pending exactly what
+// Update does not do online. Steps aim at the spec's values from what the live domain
+// has, so a step repeated after a crash plugs no second DIMM.
+//
+// The headroom is set at creation, by the Provider's hotplug parameter: with "cpu" the
+// domain is defined with <vcpu current='N'>MAX</vcpu>, with "memory" with <maxMemory
+// slots='16'>MAX</maxMemory> and one NUMA cell holding all its CPUs and its memory
+// (DIMMs plug into a NUMA node); MAX comes from maxCPUs and maxMemoryMiB
+// (providersdk.Hotplug.Limits). Memory already at its maximum gets no <maxMemory>, as
+// QEMU refuses DIMM slots without room. banlieue's metadata records the hotplug the domain was
+// made with. A resize while shut off sets the maxima again for the new size, with the
+// Provider's maxCPUs and maxMemoryMiB as they are then, and folds the DIMMs into the NUMA
+// cell, which frees the slots; a memory growth once all 16 are taken waits for the next
+// power cycle, which makes it that way. Domains made without hotplug, before
+// the parameter was set or adopted, keep growing only at their next power cycle;
+// hotplug is off by default, since the guest sees a NUMA topology and possible CPUs it
+// would not otherwise. The guest must bring hot-added CPUs and memory online: Linux on
+// x86 adds them offline unless a udev rule onlines them (Ubuntu's 40-vm-hotadd.rules,
+// RHEL's 40-redhat.rules, the 40-banlieue-hotadd.rules of banlieue's guest image), and
+// uses memory in blocks of 128 MiB, so memory grown by a multiple of 128 MiB is all
+// used.
 //
 // # Deletion
 //

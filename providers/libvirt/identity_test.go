@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,9 @@ func TestCrashMidCreate(t *testing.T) {
 				if n := domainsNamed(t, l, "team-a."+m.Name); n != 1 {
 					t.Errorf("%d domains, want 1", n)
 				}
-				if diff := cmp.Diff([]string{string(m.UID) + "-root.qcow2"}, machineVolumes(t, l, m)); diff != "" {
+				got := machineVolumes(t, l, m)
+				slices.Sort(got) // in the pool's order
+				if diff := cmp.Diff([]string{string(m.UID) + "-cidata.iso", string(m.UID) + "-root.qcow2"}, got); diff != "" {
 					t.Errorf("volumes (-want +got):\n%s", diff)
 				}
 			})

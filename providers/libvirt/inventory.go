@@ -88,8 +88,12 @@ func (s *session) hostInfo(ctx context.Context) (*hostInfo, error) {
 }
 
 // Inventory reports the host as one failure domain with the storage pools and networks
-// of the Provider's classes that exist and are active there.
+// of the Provider's classes that exist and are active there. Hotplug parameters it
+// cannot use are its error, which keeps the Provider from Ready.
 func (s *session) Inventory(ctx context.Context) (providersdk.Inventory, error) {
+	if s.hotplugErr != nil {
+		return providersdk.Inventory{}, s.hotplugErr
+	}
 	h, err := s.hostInfo(ctx)
 	if err != nil {
 		return providersdk.Inventory{}, err

@@ -3,12 +3,14 @@ package libvirt
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -106,16 +108,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 	})
 	t.Run("the seed ISO carries the user data and the machine's identity", func(t *testing.T) {
 		inspect(t, d, func(l *libvirt.Libvirt) {
-			pool, _ := l.StoragePoolLookupByName(testPool)
-			vol, err := l.StorageVolLookupByName(pool, seedVol)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			if err := l.StorageVolDownload(vol, &buf, 0, 0, 0); err != nil {
-				t.Fatalf("download: %v", err)
-			}
-			files, label, err := nocloud.ReadISO(buf.Bytes())
+			files, label, err := nocloud.ReadISO(downloadVolume(t, l, seedVol))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,6 +252,73 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestAMachineWithoutUserDataGetsASeedOfItsIdentity: a machine with neither user data
+// nor static addresses still gets a NoCloud seed, whose meta-data gives cloud-init the
+// machine's instance ID and host name (without a data source the guest stays
+// "localhost"); deletion removes it with the disks.
+func TestAMachineWithoutUserDataGetsASeedOfItsIdentity(t *testing.T) {
+	d := daemon(t)
+	ctx := t.Context()
+	s := connect(t, d.QEMUURI(), nil)
+	m := machine("bare")
+	if err := createMachine(ctx, s, m); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	seedVol := string(m.UID) + "-cidata.iso"
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		files, label, err := nocloud.ReadISO(downloadVolume(t, l, seedVol))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string][]byte{
+			"user-data": {},
+			"meta-data": []byte("instance-id: \"" + string(m.UID) + "\"\nlocal-hostname: \"bare\"\n"),
+		}
+		if diff := cmp.Diff(want, files, cmpopts.EquateEmpty()); diff != "" || label != "cidata" {
+			t.Errorf("seed %q, files (-want +got):\n%s", label, diff)
+		}
+		x := domainXML(t, l, "team-a.bare")
+		var cdroms []string
+		for _, disk := range x.Devices.Disks {
+			if disk.Device == "cdrom" && disk.Source != nil && disk.Source.Volume != nil {
+				cdroms = append(cdroms, disk.Source.Volume.Volume)
+			}
+		}
+		if !cmp.Equal(cdroms, []string{seedVol}) {
+			t.Errorf("the domain's CD-ROMs are %q, want the seed", cdroms)
+		}
+		if meta := metadataOf(t, x); meta == nil || !slices.Contains(meta.Volumes, testPool+"/"+seedVol) {
+			t.Errorf("the domain's metadata %+v does not list the seed for deletion", meta)
+		}
+	})
+	if err := deleteMachine(ctx, s, m); err != nil {
+		t.Fatal(err)
+	}
+	inspect(t, d, func(l *libvirt.Libvirt) {
+		if vols := machineVolumes(t, l, m); len(vols) > 0 {
+			t.Errorf("volumes left: %v", vols)
+		}
+	})
+}
+
+// downloadVolume reads the volume name of the test pool.
+func downloadVolume(t *testing.T, l *libvirt.Libvirt, name string) []byte {
+	t.Helper()
+	pool, err := l.StoragePoolLookupByName(testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol, err := l.StorageVolLookupByName(pool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := l.StorageVolDownload(vol, &buf, 0, 0, 0); err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	return buf.Bytes()
 }
 
 func TestADomainTheHypervisorStoppedIsReportedNotResumed(t *testing.T) {

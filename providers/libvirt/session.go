@@ -33,7 +33,11 @@ type session struct {
 	driver *Driver
 	host   *host.Client
 
-	params         map[string]string
+	params map[string]string
+	// hotplug is what new domains may grow while they run, and how far; hotplugErr
+	// says why the Provider's hotplug parameters do not parse, which Inventory reports.
+	hotplug        providersdk.Hotplug
+	hotplugErr     error
 	storageClasses []providersdk.ClassTarget
 	networkClasses []providersdk.ClassTarget
 	features       []string
@@ -57,7 +61,7 @@ var (
 // newSession is the session of info's Provider on the connection h.
 func newSession(d *Driver, h *host.Client, info providersdk.ProviderInfo) *session {
 	p := info.Provider
-	return &session{
+	s := &session{
 		driver:         d,
 		host:           h,
 		params:         maps.Clone(p.Spec.Parameters),
@@ -67,6 +71,8 @@ func newSession(d *Driver, h *host.Client, info providersdk.ProviderInfo) *sessi
 		labels:         maps.Clone(p.Labels),
 		imports:        providersdk.NewImports(d.now, providersdk.ImportLimitsFrom(p.Spec.Parameters)),
 	}
+	s.hotplug, s.hotplugErr = providersdk.HotplugFrom(p.Spec.Parameters)
+	return s
 }
 
 // Disconnect stops the session's imports and closes its connections.

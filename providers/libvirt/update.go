@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"fmt"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -19,8 +20,8 @@ func hardware(dom *host.Domain) providersdk.Hardware {
 
 // Update brings the domain Observe found in line with the spec: hardware while it is
 // shut off (a running domain is powered off first when the machine asks for that;
-// otherwise its disks grow online and its other changes wait for its next power cycle),
-// then power. Without a domain there is nothing to update.
+// otherwise what onlineChange allows is made while it runs, and the rest waits for its
+// next power cycle), then power. Without a domain there is nothing to update.
 func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.UpdateResult, error) {
 	dom := domainOf(obs)
 	if dom == nil {
@@ -50,7 +51,7 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 		// it is made above once the domain is shut off, before it starts again.
 		for _, c := range changes {
 			if onlineChange(dom, c) {
-				if err := s.host.GrowDiskOnline(ctx, dom, dom.Disks[c.Disk], c.To); err != nil {
+				if err := s.changeOnline(ctx, dom, c); err != nil {
 					return providersdk.UpdateResult{}, err
 				}
 			}
@@ -59,15 +60,27 @@ func (s *session) Update(ctx context.Context, m *providersdk.Machine, obs provid
 	return s.setPower(ctx, m, dom, want)
 }
 
-// onlineChange reports whether libvirt makes c while the domain runs: a disk grows
-// through QEMU; CPUs, memory and new disks wait for it to be shut off.
-func onlineChange(dom *host.Domain, c providersdk.HardwareChange) bool {
-	return c.Kind == providersdk.ChangeDiskGrow && powerState(dom) == banlieuev1.PowerStatePoweredOn && dom.State == host.StateRunning
+// changeOnline makes c, which onlineChange allows, in the running domain dom, live and
+// in its definition. Each step aims at the spec's value from what the live domain has
+// (c.From, as Observe read it): a step repeated after a crash finds it made and is not
+// taken again, so no second DIMM is plugged.
+func (s *session) changeOnline(ctx context.Context, dom *host.Domain, c providersdk.HardwareChange) error {
+	switch c.Kind {
+	case providersdk.ChangeDiskGrow:
+		return s.host.GrowDiskOnline(ctx, dom, dom.Disks[c.Disk], c.To)
+	case providersdk.ChangeCPUs:
+		return s.host.SetCPUs(ctx, dom, uint(c.To))
+	case providersdk.ChangeMemory:
+		return s.host.AddMemory(ctx, dom, uint(c.To-c.From))
+	}
+	return nil
 }
 
 // reshape applies hardware changes to a shut-off domain: grows and adds volumes, then
-// redefines the domain with the new CPUs, memory and disks and records the new volumes
-// in its metadata. A volume grown or made before a crash is found again by name.
+// redefines the domain with the new CPUs, memory and disks, and the maxima a domain
+// made with hotplug gets for its new size (those of the Provider's parameters now), and
+// records the new volumes in its metadata. A volume grown or made before a crash is
+// found again by name.
 func (s *session) reshape(ctx context.Context, m *providersdk.Machine, dom *host.Domain, changes []providersdk.HardwareChange) error {
 	opts := &infrav1.LibvirtOptions{}
 	if err := m.Options("libvirt", opts); err != nil {
@@ -77,8 +90,16 @@ func (s *session) reshape(ctx context.Context, m *providersdk.Machine, dom *host
 	if err != nil {
 		return err
 	}
-	spec := s.domainSpec(m, dom.UUID, opts, h)
-	r := host.Reshape{CPUs: spec.CPUs, MemoryMiB: spec.MemoryMiB, Metadata: *dom.Metadata}
+	hot := s.domainHotplug(dom)
+	if s.hotplugErr != nil && (hot.CPU || hot.Memory) {
+		return fmt.Errorf("failed to resize domain %s: %w", dom.Name, s.hotplugErr)
+	}
+	spec := s.domainSpec(m, dom.UUID, opts, h, hot)
+	r := host.Reshape{
+		CPUs: spec.CPUs, MaxCPUs: spec.MaxCPUs,
+		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, MemorySlots: spec.MemorySlots,
+		Metadata: *dom.Metadata,
+	}
 	r.Metadata.Volumes = append([]string(nil), dom.Metadata.Volumes...)
 	for _, c := range changes {
 		switch c.Kind {

@@ -16,6 +16,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/internal/builder"
+	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/sim/libvirtd"
 	"github.com/banlieue/banlieue/test/guestagent"
@@ -32,8 +33,10 @@ const guestBootTimeout = 5 * time.Minute
 // (virsh net-dhcp-leases), what banlieue promised: the user data applied, the static
 // address of the class on the first NIC and the DHCP address on the second, both in the
 // VM's status; a power off that is the guest's own clean shutdown; a suspend that keeps
-// the guest's boot and uptime; an offline resize the guest sees; a restart that is one
-// clean power cycle; and nothing left on the host after deletion.
+// the guest's boot and uptime; an offline resize the guest sees; CPUs, memory and a disk
+// grown while it runs, which it sees in the same boot; a CPU beyond the maximum that
+// waits for a restart that is one clean power cycle; and nothing left on the host after
+// deletion.
 func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	image := guestagent.Image(t)
 	accel, why := guestagent.Accel()
@@ -51,7 +54,10 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	c := libvirt.Config(libvirt.WithShutdownTimeout(3 * time.Minute))
 	c.InventoryInterval, c.ImageResync, c.MachineOptions = 2*time.Second, 2*time.Second, testenv.FastMachineOptions()
 	f.startProvider(c)
-	params := map[string]string{libvirt.ParamPool: lvPool}
+	// CPUs and memory may grow while the guest runs, up to 3 CPUs and 2 GiB: the class
+	// below grows within them online and beyond them at the next restart.
+	params := map[string]string{libvirt.ParamPool: lvPool, providersdk.ParamHotplug: "cpu,memory",
+		providersdk.ParamMaxCPUs: "3", providersdk.ParamMaxMemoryMiB: "2048"}
 	if accel != "" {
 		params[libvirt.ParamDomainType] = accel
 	}
@@ -143,6 +149,10 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	f.update(class, func() { class.Spec.Hardware.CPUs, class.Spec.Hardware.MemoryMiB = 2, 1536 })
 	f.g.Eventually(func() string { return guestagent.DomInfo(t, d, domain) }).WithTimeout(time.Minute).WithPolling(time.Second).
 		Should(And(MatchRegexp(`CPU\(s\):\s+2\n`), MatchRegexp(`Max memory:\s+1572864 KiB`)), "the domain was not resized while off")
+	// Its headroom stays the Provider's maxima: 3 CPUs and 2 GiB.
+	f.g.Expect(guestagent.Virsh(t, d, "dumpxml", "--inactive", domain)).To(And(
+		ContainSubstring(`<vcpu placement='static' current='2'>3</vcpu>`),
+		ContainSubstring(`<maxMemory slots='16' unit='KiB'>2097152</maxMemory>`)), "the domain lost its headroom")
 	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOn })
 	f.eventually(vm, func(g Gomega) { g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOn)) }, time.Minute)
 	ga.WaitUp(guestBootTimeout)
@@ -166,23 +176,45 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	f.g.Expect(guestMemTotalMiB(t, ga)).To(BeNumerically("~", 1536, 160), "MemTotal is the class's memory less the kernel's reserve")
 	bootID2 := ga.BootID()
 
-	// The class grows to 2 GiB and a 5 GiB root disk while the guest runs. The disk
-	// grows at once, through QEMU, and the guest's kernel sees it in the same boot;
-	// libvirt changes a domain's memory only while it is shut off, so that waits for
-	// the next restart, and the VM stays Ready and says so.
-	f.update(class, func() { class.Spec.Hardware.MemoryMiB, class.Spec.Hardware.Disks[0].SizeGiB = 2048, 5 })
+	// The class grows to 3 CPUs, 2 GiB and a 5 GiB root disk while the guest runs: all
+	// within the domain's maxima (the Provider's hotplug), so all of it is made at once,
+	// a CPU and a DIMM plugged in and the disk grown through QEMU; the guest sees them in
+	// the same boot (its udev rule brings the CPU and the memory online) and nothing
+	// waits for a restart.
+	f.update(class, func() {
+		class.Spec.Hardware.CPUs, class.Spec.Hardware.MemoryMiB, class.Spec.Hardware.Disks[0].SizeGiB = 3, 2048, 5
+	})
 	f.eventually(vm, func(g Gomega) {
-		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("True/HardwareChangePending: the VM's next restart applies " +
-			"memory from 1536 MiB to 2048 MiB; set spec.restartRequestedAt, or power the VM off and on again"))
+		g.Expect(vm.Status.Hardware).NotTo(BeNil())
+		g.Expect([]int64{int64(vm.Status.Hardware.CPUs), vm.Status.Hardware.MemoryMiB}).To(Equal([]int64{3, 2048}))
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("False/NoPendingChange: "))
 		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
-	}, time.Minute)
+	}, 2*time.Minute)
+	f.g.Expect(guestagent.DomInfo(t, d, domain)).To(And(MatchRegexp(`CPU\(s\):\s+3\n`), MatchRegexp(`Max memory:\s+2097152 KiB`)),
+		"the running domain was not grown")
 	f.g.Eventually(func() string { return strings.TrimSpace(ga.ReadFile("/sys/block/vda/size")) }).WithTimeout(time.Minute).WithPolling(time.Second).
 		Should(Equal(strconv.Itoa(5<<30/512)), "the running guest does not see its 5 GiB disk")
-	f.g.Expect(ga.BootID()).To(Equal(bootID2), "the disk's growth rebooted the guest")
-	f.g.Expect(guestagent.DomInfo(t, d, domain)).To(MatchRegexp(`Max memory:\s+1572864 KiB`), "the running domain's memory was changed")
+	f.g.Eventually(func() string { return strings.TrimSpace(ga.Exec("/usr/bin/nproc")) }).WithTimeout(time.Minute).WithPolling(2*time.Second).
+		Should(Equal("3"), "the running guest does not run its third CPU")
+	f.g.Eventually(func() int { return guestMemTotalMiB(t, ga) }).WithTimeout(time.Minute).WithPolling(2*time.Second).
+		Should(BeNumerically("~", 2048, 160), "the running guest does not use its plugged memory")
+	f.g.Expect(ga.BootID()).To(Equal(bootID2), "the growth rebooted the guest")
+
+	// A fourth CPU is beyond the domain's maximum: it waits for the next restart, and
+	// the VM stays Ready and says so; the running guest keeps its 3.
+	f.update(class, func() { class.Spec.Hardware.CPUs = 4 })
+	f.eventually(vm, func(g Gomega) {
+		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("True/HardwareChangePending: the VM's next restart applies " +
+			"CPUs from 3 to 4; set spec.restartRequestedAt, or power the VM off and on again"))
+		g.Expect(conditionOf(vm.Status.Conditions, "Ready")).To(HavePrefix("True/"))
+	}, time.Minute)
+	f.g.Expect(guestagent.DomInfo(t, d, domain)).To(MatchRegexp(`CPU\(s\):\s+3\n`), "the running domain's CPUs were changed")
+	f.g.Expect(strings.TrimSpace(ga.Exec("/usr/bin/nproc"))).To(Equal("3"))
+	f.g.Expect(ga.BootID()).To(Equal(bootID2), "the pending change rebooted the guest")
 
 	// A restart (spec.restartRequestedAt) is one power cycle: the guest shuts down on its
-	// own, libvirt starts it again with the pending memory, and it runs another boot.
+	// own, libvirt starts it again with the pending CPU (its maximum raised to 4), and it
+	// runs another boot.
 	bootID = ga.BootID()
 	f.update(vm, func() { vm.Spec.RestartRequestedAt = &metav1.Time{Time: time.Now()} })
 	f.eventually(vm, func(g Gomega) {
@@ -192,7 +224,8 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	f.g.Expect(ga.BootID()).NotTo(Equal(bootID), "the restart did not boot the guest again")
 	logind = ga.Exec("/usr/bin/journalctl", "-b", "-1", "-o", "cat", "--no-pager", "-t", "systemd-logind")
 	f.g.Expect(logind).To(ContainSubstring("Power key pressed"), "the restart was not the guest's own shutdown")
-	f.g.Expect(guestMemTotalMiB(t, ga)).To(BeNumerically("~", 2048, 160), "the restart did not apply the pending memory")
+	f.g.Expect(strings.TrimSpace(ga.Exec("/usr/bin/nproc"))).To(Equal("4"), "the restart did not apply the pending CPU")
+	f.g.Expect(guestMemTotalMiB(t, ga)).To(BeNumerically("~", 2048, 160), "the restart lost the memory plugged in before")
 	f.eventually(vm, func(g Gomega) {
 		g.Expect(conditionOf(vm.Status.Conditions, "RestartRequired")).To(Equal("False/NoPendingChange: "))
 	}, time.Minute)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/digitalocean/go-libvirt"
@@ -38,10 +39,23 @@ const (
 type Domain struct {
 	// Name and UUID are the domain's.
 	Name, UUID string
-	// CPUs is the virtual CPU count.
+	// Arch is the guest architecture, e.g. x86_64.
+	Arch string
+	// CPUs is the virtual CPU count: those running (<vcpu current>).
 	CPUs uint
-	// MemoryMiB is the memory in MiB.
+	// MaxCPUs is the <vcpu> maximum, to which CPUs can grow while the domain runs.
+	MaxCPUs uint
+	// MemoryMiB is the memory in MiB, DIMMs included.
 	MemoryMiB uint
+	// MaxMemoryMiB is the <maxMemory> DIMMs can grow the memory to while the domain
+	// runs; 0 when it has none.
+	MaxMemoryMiB uint
+	// MemorySlots is the number of memory devices <maxMemory> has room for.
+	MemorySlots uint
+	// MemoryDevices counts the domain's memory devices (DIMMs), each in a slot.
+	MemoryDevices int
+	// NUMACells counts the domain's NUMA cells; a DIMM plugs into one.
+	NUMACells int
 	// Metadata is banlieue's element in the domain's <metadata>; nil when it has none.
 	Metadata *Metadata
 	// Disks are the volumes of the domain's disk devices (not CD-ROMs), in bus order.
@@ -216,8 +230,16 @@ func uuidString(u libvirt.UUID) string { return uuid.UUID(u).String() }
 type Reshape struct {
 	// CPUs is the new virtual CPU count.
 	CPUs uint
+	// MaxCPUs is the new <vcpu> maximum; CPUs when it is not larger.
+	MaxCPUs uint
 	// MemoryMiB is the new memory in MiB.
 	MemoryMiB uint
+	// MaxMemoryMiB is the new <maxMemory>, as DomainSpec's; 0 keeps the domain's
+	// <maxMemory>, if any, dropped when MemoryMiB reaches it (setMaxMemory).
+	MaxMemoryMiB uint
+	// MemorySlots is the room of a new <maxMemory>, in DIMMs; one the domain has
+	// keeps its own.
+	MemorySlots uint
 	// AddDisks are disks to attach; their volumes must exist.
 	AddDisks []IndexedDisk
 	// Metadata replaces banlieue's element in the domain's <metadata>.
@@ -232,8 +254,10 @@ type IndexedDisk struct {
 	Disk Disk
 }
 
-// Reconfigure redefines d (shut off) with r's CPUs, memory, added disks and metadata,
-// keeping the rest of its definition and other tools' metadata.
+// Reconfigure redefines d (shut off) with r's CPUs, memory, maxima, added disks and
+// metadata, keeping the rest of its definition and other tools' metadata. The DIMMs
+// plugged while it ran fold into its one NUMA cell, which holds r.MemoryMiB: they
+// free their slots for the next boot's growth.
 func (c *Client) Reconfigure(ctx context.Context, d *Domain, r Reshape) error {
 	return c.redefine(ctx, "ReconfigureDomain", "reconfigure domain "+d.Name, d, func(def *libvirtxml.Domain) {
 		if def.Devices == nil {
@@ -242,11 +266,28 @@ func (c *Client) Reconfigure(ctx context.Context, d *Domain, r Reshape) error {
 		for _, a := range r.AddDisks {
 			def.Devices.Disks = append(def.Devices.Disks, a.Disk.device(a.Index))
 		}
-		def.VCPU = &libvirtxml.DomainVCPU{Placement: "static", Value: r.CPUs}
-		def.Memory = &libvirtxml.DomainMemory{Value: r.MemoryMiB, Unit: "MiB"}
-		def.CurrentMemory = &libvirtxml.DomainCurrentMemory{Value: r.MemoryMiB, Unit: "MiB"}
+		def.VCPU = vcpu(def.VCPU, r.CPUs, r.MaxCPUs)
+		reshapeMemory(def, r)
 		def.Metadata = &libvirtxml.DomainMetadata{XML: replaceMetadata(def.Metadata, r.Metadata)}
 	})
+}
+
+// reshapeMemory gives def r's memory and <maxMemory>. With one NUMA cell (banlieue's
+// for DIMMs, or any with r.MaxMemoryMiB) the cell holds the memory, whose DIMMs it
+// replaces; libvirt counts a domain's memory from its cells and DIMMs, not <memory>.
+func reshapeMemory(def *libvirtxml.Domain, r Reshape) {
+	def.Memory = &libvirtxml.DomainMemory{Value: r.MemoryMiB, Unit: "MiB"}
+	def.CurrentMemory = &libvirtxml.DomainCurrentMemory{Value: r.MemoryMiB, Unit: "MiB"}
+	switch {
+	case r.MaxMemoryMiB > 0:
+		setMaxMemory(def, r.MaxMemoryMiB, r.MemorySlots)
+	case def.MaximumMemory != nil:
+		setMaxMemory(def, toMiB(def.MaximumMemory.Value, def.MaximumMemory.Unit), 0)
+	}
+	hasCells := def.CPU != nil && def.CPU.Numa != nil && len(def.CPU.Numa.Cell) > 0
+	if (r.MaxMemoryMiB > 0 || hasCells) && setNUMACell(def, r.MemoryMiB) {
+		def.Devices.Memorydevs = slices.DeleteFunc(def.Devices.Memorydevs, func(m libvirtxml.DomainMemorydev) bool { return m.Model == "dimm" })
+	}
 }
 
 // SetType redefines d (shut off) to run on the hypervisor domainType (kvm or qemu),
@@ -418,9 +459,10 @@ func elementMetadata(x string) (*Metadata, bool) {
 		Namespace string   `xml:"namespace"`
 		Name      string   `xml:"name"`
 		Volumes   []string `xml:"volume"`
+		Hotplug   []string `xml:"hotplug"`
 	}
 	if err := xml.Unmarshal([]byte(x), &el); err != nil {
 		return nil, false
 	}
-	return &Metadata{UID: el.UID, Namespace: el.Namespace, Name: el.Name, Volumes: el.Volumes}, true
+	return &Metadata{UID: el.UID, Namespace: el.Namespace, Name: el.Name, Volumes: el.Volumes, Hotplug: el.Hotplug}, true
 }

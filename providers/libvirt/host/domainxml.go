@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"regexp"
@@ -26,6 +27,11 @@ type Metadata struct {
 	Name string `xml:"name"`
 	// Volumes are "<pool>/<volume>" of the volumes made for the machine, deleted with it.
 	Volumes []string `xml:"volume"`
+	// Hotplug names what the domain was created to grow while it runs, "cpu" and
+	// "memory": its <vcpu> maximum and <maxMemory> are set again when it is resized
+	// while shut off. libvirt drops <vcpu current> once the domain runs all its CPUs,
+	// so only this tells such a domain from one made without headroom.
+	Hotplug []string `xml:"hotplug"`
 }
 
 // marshal writes the element with the prefix "banlieue": libvirt keeps a metadata
@@ -59,6 +65,9 @@ func (m Metadata) write(prefix string) string {
 	for _, v := range m.Volumes {
 		field("volume", v)
 	}
+	for _, v := range m.Hotplug {
+		field("hotplug", v)
+	}
 	fmt.Fprintf(&b, "</%s>", name("machine"))
 	return b.String()
 }
@@ -77,8 +86,18 @@ type DomainSpec struct {
 	CPUMode string
 	// CPUs is the virtual CPU count.
 	CPUs uint
+	// MaxCPUs is the most virtual CPUs the domain may run, its <vcpu> maximum, of
+	// which CPUs run at first; CPUs when it is not larger.
+	MaxCPUs uint
 	// MemoryMiB is the memory in MiB.
 	MemoryMiB uint
+	// MaxMemoryMiB is the <maxMemory> DIMMs plugged while the domain runs may grow its
+	// memory to; 0 for none. With it the domain has one NUMA cell, which DIMMs need,
+	// holding all its CPUs and MemoryMiB; <maxMemory> itself only when it is above
+	// MemoryMiB (setMaxMemory).
+	MaxMemoryMiB uint
+	// MemorySlots is the number of DIMMs <maxMemory> has room for.
+	MemorySlots uint
 	// EFI selects UEFI firmware (libvirt's firmware auto-selection) instead of BIOS.
 	EFI bool
 	// SecureBoot selects UEFI with Secure Boot and enrolled keys, with SMM on.
@@ -134,7 +153,7 @@ func renderDomain(spec DomainSpec) (string, error) {
 		UUID:          spec.UUID,
 		Memory:        &libvirtxml.DomainMemory{Value: spec.MemoryMiB, Unit: "MiB"},
 		CurrentMemory: &libvirtxml.DomainCurrentMemory{Value: spec.MemoryMiB, Unit: "MiB"},
-		VCPU:          &libvirtxml.DomainVCPU{Placement: "static", Value: spec.CPUs},
+		VCPU:          vcpu(nil, spec.CPUs, spec.MaxCPUs),
 		OS: &libvirtxml.DomainOS{
 			Type:        &libvirtxml.DomainOSType{Type: "hvm", Arch: spec.Arch, Machine: spec.MachineType},
 			BootDevices: []libvirtxml.DomainBootDevice{{Dev: "hd"}},
@@ -150,6 +169,10 @@ func renderDomain(spec DomainSpec) (string, error) {
 	}
 	if spec.CPUMode != "" {
 		d.CPU = &libvirtxml.DomainCPU{Mode: spec.CPUMode}
+	}
+	if spec.MaxMemoryMiB > 0 {
+		setMaxMemory(d, spec.MaxMemoryMiB, spec.MemorySlots)
+		setNUMACell(d, spec.MemoryMiB)
 	}
 	switch {
 	case spec.SecureBoot:
@@ -202,6 +225,60 @@ func renderDomain(spec DomainSpec) (string, error) {
 	return d.Marshal()
 }
 
+// vcpu is a <vcpu> of cpus running, of at most maxCPUs (cpus when not larger), with
+// old's placement and CPU set when there is an old one.
+func vcpu(old *libvirtxml.DomainVCPU, cpus, maxCPUs uint) *libvirtxml.DomainVCPU {
+	v := &libvirtxml.DomainVCPU{Placement: "static", Value: max(cpus, maxCPUs)}
+	if old != nil {
+		v.Placement, v.CPUSet = cmp.Or(old.Placement, v.Placement), old.CPUSet
+	}
+	if v.Value > cpus {
+		v.Current = cpus
+	}
+	return v
+}
+
+// setMaxMemory gives d a <maxMemory> of maxMiB with room for slots DIMMs; a
+// <maxMemory> d has keeps its slots. When maxMiB is not above d's memory, d gets none:
+// QEMU refuses memory slots without room above the initial memory ("memory slots were
+// specified but maximum memory size is equal to the initial memory size").
+func setMaxMemory(d *libvirtxml.Domain, maxMiB, slots uint) {
+	if d.MaximumMemory != nil && d.MaximumMemory.Slots > 0 {
+		slots = d.MaximumMemory.Slots
+	}
+	if d.Memory != nil && maxMiB <= toMiB(d.Memory.Value, d.Memory.Unit) {
+		d.MaximumMemory = nil
+		return
+	}
+	d.MaximumMemory = &libvirtxml.DomainMaxMemory{Value: maxMiB << 10, Unit: "KiB", Slots: slots}
+}
+
+// setNUMACell gives d, unless it has several NUMA cells, one cell 0 with all its
+// virtual CPUs (up to the <vcpu> maximum) and memoryMiB: DIMMs plug into a NUMA node.
+// It reports whether d has that one cell.
+func setNUMACell(d *libvirtxml.Domain, memoryMiB uint) bool {
+	if d.CPU == nil {
+		d.CPU = &libvirtxml.DomainCPU{}
+	}
+	if d.CPU.Numa == nil {
+		d.CPU.Numa = &libvirtxml.DomainNuma{}
+	}
+	switch len(d.CPU.Numa.Cell) {
+	case 0:
+		d.CPU.Numa.Cell = []libvirtxml.DomainCell{{ID: new(uint)}}
+	case 1:
+	default:
+		return false // another tool's topology, left alone
+	}
+	cell := &d.CPU.Numa.Cell[0]
+	cell.CPUs = "0"
+	if n := d.VCPU.Value; n > 1 {
+		cell.CPUs = fmt.Sprintf("0-%d", n-1)
+	}
+	cell.Memory, cell.Unit = memoryMiB<<10, "KiB"
+	return true
+}
+
 // diskLetters names disk i as Linux does: a to z, then aa and so on.
 func diskLetters(i int) string {
 	s := ""
@@ -220,10 +297,20 @@ func parseDomain(x string) (*Domain, error) {
 	}
 	o := &Domain{Name: d.Name, UUID: d.UUID}
 	if d.VCPU != nil {
-		o.CPUs = d.VCPU.Value
+		o.CPUs, o.MaxCPUs = cmp.Or(d.VCPU.Current, d.VCPU.Value), d.VCPU.Value
 	}
 	if d.Memory != nil {
+		// With DIMMs, <memory> is the whole: the NUMA cells' and the DIMMs'.
 		o.MemoryMiB = toMiB(d.Memory.Value, d.Memory.Unit)
+	}
+	if d.MaximumMemory != nil {
+		o.MaxMemoryMiB, o.MemorySlots = toMiB(d.MaximumMemory.Value, d.MaximumMemory.Unit), d.MaximumMemory.Slots
+	}
+	if d.CPU != nil && d.CPU.Numa != nil {
+		o.NUMACells = len(d.CPU.Numa.Cell)
+	}
+	if d.OS != nil && d.OS.Type != nil {
+		o.Arch = d.OS.Type.Arch
 	}
 	if d.Metadata != nil {
 		o.Metadata = findMetadata(d.Metadata.XML)
@@ -243,6 +330,7 @@ func parseDomain(x string) (*Domain, error) {
 				o.Disks = append(o.Disks, VolumeRef{Pool: disk.Source.Volume.Pool, Name: disk.Source.Volume.Volume})
 			}
 		}
+		o.MemoryDevices = len(d.Devices.Memorydevs)
 		for _, n := range d.Devices.Interfaces {
 			if n.MAC != nil {
 				o.MACs = append(o.MACs, strings.ToLower(n.MAC.Address))

@@ -25,7 +25,7 @@ func TestRenderDomain(t *testing.T) {
 					Volumes: []string{"default/u-root.qcow2"}},
 			},
 			want: Domain{
-				Name: "team-a-web-1", UUID: "0b6f7c1e-2a1b-4c3d-9e8f-0a1b2c3d4e5f", CPUs: 2, MemoryMiB: 2048, NVRAM: true, EFI: true,
+				Name: "team-a-web-1", UUID: "0b6f7c1e-2a1b-4c3d-9e8f-0a1b2c3d4e5f", Arch: "x86_64", CPUs: 2, MaxCPUs: 2, MemoryMiB: 2048, NVRAM: true, EFI: true,
 				Metadata: &Metadata{UID: "0b6f7c1e-2a1b-4c3d-9e8f-0a1b2c3d4e5f", Namespace: "team-a", Name: "web-1",
 					Volumes: []string{"default/u-root.qcow2"}},
 				Disks:       []VolumeRef{{"default", "u-root.qcow2"}, {"fast", "u-data.qcow2"}},
@@ -36,12 +36,24 @@ func TestRenderDomain(t *testing.T) {
 		{
 			name: "BIOS, no disks, no NICs, on the test driver",
 			spec: DomainSpec{Name: "n", UUID: "u", Type: "test", CPUs: 1, MemoryMiB: 64, Metadata: &Metadata{UID: "u"}},
-			want: Domain{Name: "n", UUID: "u", CPUs: 1, MemoryMiB: 64, Metadata: &Metadata{UID: "u"}},
+			want: Domain{Name: "n", UUID: "u", CPUs: 1, MaxCPUs: 1, MemoryMiB: 64, Metadata: &Metadata{UID: "u"}},
+		},
+		{
+			name: "CPU and memory hotplug: the maxima, 16 slots and a NUMA cell",
+			spec: DomainSpec{Name: "n", UUID: "u", Type: "kvm", Arch: "x86_64", CPUs: 2, MaxCPUs: 8, MemoryMiB: 1024, MaxMemoryMiB: 4096, MemorySlots: 16,
+				Metadata: &Metadata{UID: "u", Hotplug: []string{"cpu", "memory"}}},
+			want: Domain{Name: "n", UUID: "u", Arch: "x86_64", CPUs: 2, MaxCPUs: 8, MemoryMiB: 1024, MaxMemoryMiB: 4096, MemorySlots: 16, NUMACells: 1,
+				Metadata: &Metadata{UID: "u", Hotplug: []string{"cpu", "memory"}}},
+		},
+		{
+			name: "CPU hotplug only: no maxMemory, no NUMA cell",
+			spec: DomainSpec{Name: "n", UUID: "u", Type: "kvm", CPUs: 2, MaxCPUs: 8, MemoryMiB: 1024},
+			want: Domain{Name: "n", UUID: "u", CPUs: 2, MaxCPUs: 8, MemoryMiB: 1024},
 		},
 		{
 			name: "no metadata",
 			spec: DomainSpec{Name: "n", UUID: "u", Type: "test", CPUs: 1, MemoryMiB: 64},
-			want: Domain{Name: "n", UUID: "u", CPUs: 1, MemoryMiB: 64},
+			want: Domain{Name: "n", UUID: "u", CPUs: 1, MaxCPUs: 1, MemoryMiB: 64},
 		},
 	}
 	for _, tt := range tests {

@@ -127,7 +127,7 @@ func (s *session) Adopt(ctx context.Context, m *providersdk.Machine, obs provide
 	}
 	unlock := s.claims.lock(dom.UUID)
 	defer unlock()
-	got, err := s.host.Claim(ctx, dom, host.Metadata{UID: string(m.UID), Namespace: m.Namespace, Name: m.Name})
+	got, err := s.host.Claim(ctx, dom, machineMetadata(m))
 	if host.IsNotFound(err) {
 		return providersdk.AdoptResult{}, nil // undefined meanwhile: the next Observe says so
 	}

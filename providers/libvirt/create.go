@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/utils/ptr"
+
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/nocloud"
@@ -100,6 +102,12 @@ func (s *session) hook(stage string) error {
 	return s.driver.createHook(stage)
 }
 
+// machineMetadata is banlieue's metadata element of the machine's domain, before its
+// volumes: the machine and its cluster.
+func machineMetadata(m *providersdk.Machine) host.Metadata {
+	return host.Metadata{UID: string(m.UID), Namespace: m.Namespace, Name: m.Name, Cluster: m.ClusterID}
+}
+
 // domainSpec plans the machine's domain, whose UUID is id: names, hardware with the
 // headroom hot gives (hotplug.Limits), volumes and NICs.
 func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.LibvirtOptions, h *hostInfo, hot providersdk.Hotplug) host.DomainSpec {
@@ -114,7 +122,7 @@ func (s *session) domainSpec(m *providersdk.Machine, id string, opts *infrav1.Li
 		MemoryMiB:   uint(max(m.Spec.Hardware.MemoryMiB, 64)),
 		EFI:         m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFI || m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFISecure,
 		SecureBoot:  m.Spec.Hardware.Firmware == banlieuev1.FirmwareEFISecure,
-		Metadata:    &host.Metadata{UID: string(m.UID), Namespace: m.Namespace, Name: m.Name},
+		Metadata:    ptr.To(machineMetadata(m)),
 	}
 	maxCPUs, maxMemoryMiB := hot.Limits(int32(spec.CPUs), int64(spec.MemoryMiB))
 	spec.MaxCPUs = uint(maxCPUs)

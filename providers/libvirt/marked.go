@@ -12,8 +12,8 @@ import (
 var _ providersdk.OrphanLister = (*session)(nil)
 
 // ListMarked returns the host's domains, running or not, whose metadata holds
-// banlieue's element with a machine UID, and the machine's namespace and name as the
-// element names them.
+// banlieue's element with a machine UID, and the machine's namespace, name and cluster
+// as the element names them.
 func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error) {
 	h, err := s.hostInfo(ctx)
 	if err != nil {
@@ -28,7 +28,7 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 		if !marked(d.Metadata) {
 			continue
 		}
-		vm := providersdk.MarkedVM{ProviderID: providerID(h, d.UUID), Name: d.Name, MachineUID: k8stypes.UID(d.Metadata.UID)}
+		vm := providersdk.MarkedVM{ProviderID: providerID(h, d.UUID), Name: d.Name, MachineUID: k8stypes.UID(d.Metadata.UID), ClusterID: d.Metadata.Cluster}
 		if d.Metadata.Name != "" {
 			vm.Machine = k8stypes.NamespacedName{Namespace: d.Metadata.Namespace, Name: d.Metadata.Name}
 		}

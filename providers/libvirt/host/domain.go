@@ -458,11 +458,12 @@ func elementMetadata(x string) (*Metadata, bool) {
 		UID       string   `xml:"uid"`
 		Namespace string   `xml:"namespace"`
 		Name      string   `xml:"name"`
+		Cluster   string   `xml:"cluster"`
 		Volumes   []string `xml:"volume"`
 		Hotplug   []string `xml:"hotplug"`
 	}
 	if err := xml.Unmarshal([]byte(x), &el); err != nil {
 		return nil, false
 	}
-	return &Metadata{UID: el.UID, Namespace: el.Namespace, Name: el.Name, Volumes: el.Volumes, Hotplug: el.Hotplug}, true
+	return &Metadata{UID: el.UID, Namespace: el.Namespace, Name: el.Name, Cluster: el.Cluster, Volumes: el.Volumes, Hotplug: el.Hotplug}, true
 }

@@ -25,6 +25,9 @@ type Metadata struct {
 	Namespace string `xml:"namespace"`
 	// Name is the machine's name.
 	Name string `xml:"name"`
+	// Cluster identifies the machine's cluster (providersdk.Machine.ClusterID); "" for a
+	// domain marked before marks named it.
+	Cluster string `xml:"cluster,omitempty"`
 	// Volumes are "<pool>/<volume>" of the volumes made for the machine, deleted with it.
 	Volumes []string `xml:"volume"`
 	// Hotplug names what the domain was created to grow while it runs, "cpu" and
@@ -62,6 +65,9 @@ func (m Metadata) write(prefix string) string {
 	field("uid", m.UID)
 	field("namespace", m.Namespace)
 	field("name", m.Name)
+	if m.Cluster != "" {
+		field("cluster", m.Cluster)
+	}
 	for _, v := range m.Volumes {
 		field("volume", v)
 	}

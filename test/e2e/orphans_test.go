@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/xml"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/libvirt"
 	"github.com/banlieue/banlieue/providers/proxmox"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 	"github.com/banlieue/banlieue/providers/vsphere"
@@ -53,6 +55,9 @@ type orphanBackend struct {
 	// foreign marks a VM of the backend as another cluster's machine's, with the
 	// backend's own API, and returns its provider ID.
 	foreign func(g Gomega) string
+	// leftovers lists, with the backend's own API, what of the machine uid's VM is left
+	// once the VM is gone (volumes, seeds); nil when the backend has nothing beside it.
+	leftovers func(g Gomega, uid string) []string
 }
 
 // clusterID is the UID of the test cluster's kube-system namespace.
@@ -90,6 +95,9 @@ func runOrphanTest(f *fixture, b orphanBackend) {
 	machine.SetGroupVersionKind(infrav1.GroupVersion.WithKind(b.kind))
 	f.g.Expect(k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: vm.Name}, machine)).To(Succeed())
 	uid := machine.GetUID()
+	if b.leftovers != nil {
+		f.g.Expect(b.leftovers(f.g, string(uid))).NotTo(BeEmpty(), "the witness sees none of the VM's volumes")
+	}
 
 	// While the provider is down, its finalizer is removed by hand and the VM deleted:
 	// the machine goes, its backend VM stays.
@@ -116,6 +124,9 @@ func runOrphanTest(f *fixture, b orphanBackend) {
 	f.g.Eventually(func() string { return b.cluster(f.g, id) }).WithTimeout(time.Minute).WithPolling(time.Second).
 		Should(BeEmpty(), "orphanPolicy Delete left the VM")
 	f.eventually(p, func(g Gomega) { g.Expect(p.Status.Orphans.Count).To(BeZero()) }, 30*time.Second)
+	if b.leftovers != nil {
+		f.g.Expect(b.leftovers(f.g, string(uid))).To(BeEmpty(), "what the orphan's deletion left behind")
+	}
 	f.g.Eventually(func(g Gomega) {
 		e, ok := f.providerEvents(g, p)[banlieuev1.ProviderOrphanDeletedReason]
 		g.Expect(ok).To(BeTrue(), "no OrphanDeleted Event on the Provider")
@@ -215,6 +226,52 @@ func TestAProxmoxOrphanIsReportedThenDeletedButNeverAnotherClusters(t *testing.T
 			}, &upid)).To(Succeed())
 			pveWaitTask(g, api, upid)
 			return "proxmox://" + proxmoxtest.Cluster + "/" + strings.TrimSpace(next)
+		},
+	})
+}
+
+func TestALibvirtOrphanIsReportedThenDeletedButNeverAnotherClusters(t *testing.T) {
+	f := newFixture(t)
+	d := startLibvirtd(t)
+	config := libvirtConfig()
+	config.OrphanScanInterval = orphanScan
+	runOrphanTest(f, orphanBackend{
+		config:   config,
+		kind:     "LibvirtMachine",
+		provider: func(f *fixture) *banlieuev1.Provider { return f.libvirtProvider(d) },
+		class:    func(f *fixture) *banlieuev1.VMClass { return f.class("small") },
+		image: func(f *fixture) *banlieuev1.VMImage {
+			return f.image("jammy", builder.BackingFile(libvirt.ProviderClass, lvPool+"/"+lvImage))
+		},
+		// virsh reads the cluster from banlieue's element of the domain's persistent
+		// definition; "" once the domain is gone.
+		cluster: func(g Gomega, id string) string {
+			out, err := d.Virsh("metadata", id[strings.LastIndex(id, "/")+1:], "--uri", libvirt.MetadataNamespace, "--config")
+			if err != nil {
+				g.Expect(err.Error()).To(Or(ContainSubstring("failed to get domain"), ContainSubstring("Domain not found")), "virsh metadata")
+				return ""
+			}
+			var el struct {
+				Cluster string `xml:"cluster"`
+			}
+			g.Expect(xml.Unmarshal([]byte(out), &el)).To(Succeed())
+			return el.Cluster
+		},
+		foreign: func(g Gomega) string {
+			_, id := defineRunningDomain(t, d)
+			_, err := d.Virsh("metadata", id, "--uri", libvirt.MetadataNamespace, "--key", "banlieue", "--config", "--set",
+				"<machine><uid>"+uuid.NewString()+"</uid><cluster>another-cluster</cluster></machine>")
+			g.Expect(err).NotTo(HaveOccurred())
+			return "libvirt://" + strings.TrimSpace(lvMustVirsh(t, d, "hostname")) + "/" + id
+		},
+		leftovers: func(g Gomega, uid string) []string {
+			var out []string
+			for _, v := range volumes(g, d) {
+				if strings.HasPrefix(v, uid) {
+					out = append(out, v)
+				}
+			}
+			return out
 		},
 	})
 }

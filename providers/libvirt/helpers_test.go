@@ -181,8 +181,8 @@ func machineVolumes(t *testing.T, l *libvirt.Libvirt, m *providersdk.Machine) []
 	return out
 }
 
-// volumeXML reads the volume name of the test pool.
-func volumeXML(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.StorageVolume {
+// testVolume looks up the volume name of the test pool.
+func testVolume(t *testing.T, l *libvirt.Libvirt, name string) libvirt.StorageVol {
 	t.Helper()
 	pool, err := l.StoragePoolLookupByName(testPool)
 	if err != nil {
@@ -192,6 +192,13 @@ func volumeXML(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.Storag
 	if err != nil {
 		t.Fatal(err)
 	}
+	return vol
+}
+
+// volumeXML reads the volume name of the test pool.
+func volumeXML(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.StorageVolume {
+	t.Helper()
+	vol := testVolume(t, l, name)
 	x, err := l.StorageVolGetXMLDesc(vol, 0)
 	if err != nil {
 		t.Fatal(err)

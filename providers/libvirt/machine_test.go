@@ -306,16 +306,8 @@ func TestAMachineWithoutUserDataGetsASeedOfItsIdentity(t *testing.T) {
 // downloadVolume reads the volume name of the test pool.
 func downloadVolume(t *testing.T, l *libvirt.Libvirt, name string) []byte {
 	t.Helper()
-	pool, err := l.StoragePoolLookupByName(testPool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vol, err := l.StorageVolLookupByName(pool, name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var buf bytes.Buffer
-	if err := l.StorageVolDownload(vol, &buf, 0, 0, 0); err != nil {
+	if err := l.StorageVolDownload(testVolume(t, l, name), &buf, 0, 0, 0); err != nil {
 		t.Fatalf("download: %v", err)
 	}
 	return buf.Bytes()

@@ -272,6 +272,10 @@ type MarkedVM struct {
 	// ClusterID is the cluster the mark names (Machine.ClusterID when the VM was
 	// marked); "" for a mark that names none, which is reported but never deleted.
 	ClusterID string
+	// Adopted is true for a VM a machine adopted (spec.adoptProviderID) rather than
+	// created: it was its owner's before banlieue's, and is reported but never deleted
+	// as an orphan.
+	Adopted bool
 }
 
 // OrphanListerFunc adapts a function to an OrphanLister.

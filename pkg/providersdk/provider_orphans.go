@@ -112,7 +112,7 @@ func (r *ProviderReconciler) scanOrphans(ctx context.Context, cl Client, p *banl
 	previous := r.rememberOrphans(p.UID, orphans)
 	if p.Spec.OrphanPolicy == banlieuev1.OrphanPolicyDelete {
 		orphans = r.deleteOrphans(ctx, cl, p, orphans, func(vm MarkedVM) bool {
-			return clusterID != "" && vm.ClusterID == clusterID && previous[keyOf(vm)]
+			return clusterID != "" && vm.ClusterID == clusterID && !vm.Adopted && previous[keyOf(vm)]
 		})
 	}
 	status.Orphans = orphanReport(orphans)

@@ -237,11 +237,14 @@ func TestOrphanPolicyDeleteDeletesOnlyThisClustersOrphansTwoScansFound(t *testin
 		"1b": {ProviderID: "test://old", Name: "old", MachineUID: "1b"},
 		// Another cluster's VM on the same backend: its own cluster reports it.
 		"2c": {ProviderID: "test://theirs", Name: "theirs", MachineUID: "2c", ClusterID: "another-cluster"},
+		// A VM a machine of this cluster adopted: its owner's before, reported, never deleted.
+		"3d": {ProviderID: "test://adopted", Name: "adopted", MachineUID: "3d", ClusterID: cluster, Adopted: true},
 	}}
 	r := providersdk.NewProviderReconciler(k8s, provider.ProviderClass, testMachineGVK,
 		providersdk.NewSessions(b.driver(), k8s), time.Minute, providersdk.WithMachineReader(machineCache), providersdk.WithOrphanScan(0))
 	deleted := providersdk.ProviderOrphansDeleted.WithLabelValues(provider.ProviderClass, client.ObjectKeyFromObject(e.provider).String())
-	reported := banlieuev1.ProviderOrphans{Count: 2, VMs: []banlieuev1.OrphanedVM{
+	reported := banlieuev1.ProviderOrphans{Count: 3, VMs: []banlieuev1.OrphanedVM{
+		{ProviderID: "test://adopted", Name: "adopted", Machine: "3d"},
 		{ProviderID: "test://old", Name: "old", Machine: "1b"},
 		{ProviderID: "test://ours", Name: "ours", Machine: e.ns + "/gone/0a"},
 	}}
@@ -272,7 +275,7 @@ func TestOrphanPolicyDeleteDeletesOnlyThisClustersOrphansTwoScansFound(t *testin
 	if got.UID != "0a" || got.Name != "gone" || got.Namespace != e.ns || !got.Deleting || got.ClusterID != cluster || got.Spec.ProviderID != "test://ours" {
 		t.Errorf("the orphan was deleted as machine %+v", got)
 	}
-	if diff := cmp.Diff(reported.VMs[:1], e.getProvider().Status.Orphans.VMs); diff != "" {
+	if diff := cmp.Diff(reported.VMs[:2], e.getProvider().Status.Orphans.VMs); diff != "" {
 		t.Errorf("status.orphans.vms after the deletion (-want +got):\n%s", diff)
 	}
 	m := &dto.Metric{}

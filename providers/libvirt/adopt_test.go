@@ -12,6 +12,7 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"libvirt.org/go/libvirtxml"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -219,6 +220,7 @@ func TestAdoptADomainDefinedOutsideBanlieue(t *testing.T) {
 			}
 			id := prefix + f.uuid
 			m := adopting("adopter-"+f.name, id)
+			m.ClusterID = "cluster-a"
 			if !tt.running {
 				m.Spec.PowerState = banlieuev1.PowerStatePoweredOff // as core copies it from the VM
 			}
@@ -243,6 +245,16 @@ func TestAdoptADomainDefinedOutsideBanlieue(t *testing.T) {
 			if !o.Exists || o.Unclaimed || o.ProviderID != id || o.PowerState != want.PowerState {
 				t.Errorf("Observe after the adoption: exists %v, unclaimed %v, providerID %q, power %s; want the domain as the machine's, %s",
 					o.Exists, o.Unclaimed, o.ProviderID, o.PowerState, want.PowerState)
+			}
+			// The orphan listing tells it from a domain banlieue made: never deleted as an orphan.
+			marked, err := s.ListMarked(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantMarked := providersdk.MarkedVM{ProviderID: id, Name: f.name, MachineUID: m.UID,
+				Machine: k8stypes.NamespacedName{Namespace: m.Namespace, Name: m.Name}, ClusterID: "cluster-a", Adopted: true}
+			if !slices.Contains(marked, wantMarked) {
+				t.Errorf("ListMarked = %+v, want %+v among them", marked, wantMarked)
 			}
 			if tt.running {
 				// As the Reconciler would: a running domain's boot gets its ID, in the live

@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"strings"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
@@ -28,7 +29,10 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 		if !marked(d.Metadata) {
 			continue
 		}
-		vm := providersdk.MarkedVM{ProviderID: providerID(h, d.UUID), Name: d.Name, MachineUID: k8stypes.UID(d.Metadata.UID), ClusterID: d.Metadata.Cluster}
+		// A domain banlieue defines gets the machine's UID as its UUID; an adopted one
+		// keeps its own.
+		vm := providersdk.MarkedVM{ProviderID: providerID(h, d.UUID), Name: d.Name, MachineUID: k8stypes.UID(d.Metadata.UID), ClusterID: d.Metadata.Cluster,
+			Adopted: !strings.EqualFold(d.UUID, d.Metadata.UID)}
 		if d.Metadata.Name != "" {
 			vm.Machine = k8stypes.NamespacedName{Namespace: d.Metadata.Namespace, Name: d.Metadata.Name}
 		}

@@ -220,6 +220,9 @@ func (s *session) Adopt(ctx context.Context, m *providersdk.Machine, obs provide
 		return providersdk.AdoptResult{}, fmt.Errorf("failed to adopt the VM %s: Proxmox VE reported no digest of its config", id)
 	}
 	tags := markTags(vm.conf.Tags(), m)
+	if !slices.Contains(tags, AdoptedTag) {
+		tags = append(tags, AdoptedTag)
+	}
 	// Lines a banlieue machine once wrote (a stale "Managed by" line) are written anew;
 	// Release takes them off again and leaves the owner's notes as they were.
 	desc := withoutOwnLines(vm.conf["description"])

@@ -180,6 +180,7 @@ func TestAdoptARunningVMKeepsItAsItIs(t *testing.T) {
 		t.Errorf("ProviderIDPrefix() = %q, want %q", s.ProviderIDPrefix(), want)
 	}
 	m := adoptingMachine("a1d0e7d0-1c8a-4a52-9a55-0c3c0b1f0a01", id)
+	m.ClusterID = "cluster-a"
 
 	o, err := s.Observe(ctx, m)
 	want := providersdk.Observation{Exists: true, Unclaimed: true, ProviderID: id, PowerState: banlieuev1.PowerStatePoweredOn}
@@ -194,9 +195,22 @@ func TestAdoptARunningVMKeepsItAsItIs(t *testing.T) {
 		t.Fatalf("Adopt = %+v, %v; want done at once", res, err)
 	}
 	adopted, _ := sim.VM(vmid)
-	wantMarks := map[string]string{"tags": ownerTags + ";" + TagPrefix + string(m.UID), "description": ownerNotes + description(m, "")}
+	wantMarks := map[string]string{"tags": ownerTags + ";" + TagPrefix + string(m.UID) + ";" + ClusterTagPrefix + "cluster-a;" + AdoptedTag,
+		"description": ownerNotes + description(m, "")}
 	if diff := cmp.Diff(wantMarks, pick(adopted, "tags", "description")); diff != "" {
 		t.Errorf("tags and description after Adopt (-want +got):\n%s", diff)
+	}
+	// The orphan listing tells it from a VM banlieue made: never deleted as an orphan.
+	marked, err := s.ListMarked(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (The listing's names come from PVE's status daemon, which may not have seen the
+	// VM's yet.)
+	if !slices.ContainsFunc(marked, func(vm providersdk.MarkedVM) bool {
+		return vm.ProviderID == id && vm.MachineUID == m.UID && vm.ClusterID == "cluster-a" && vm.Adopted
+	}) {
+		t.Errorf("ListMarked = %+v, want %s adopted by %s of cluster-a among them", marked, id, m.UID)
 	}
 	if diff := cmp.Diff(withoutKeys(before, "tags", "description"), withoutKeys(adopted, "tags", "description")); diff != "" {
 		t.Errorf("Adopt changed more than the marks (-before +after):\n%s", diff)

@@ -21,6 +21,9 @@ const (
 	// the VM (providersdk.Machine.ClusterID): banlieue.cluster-<uid>, read with the tags
 	// in the one listing the orphan scan makes.
 	ClusterTagPrefix = "banlieue.cluster-"
+	// AdoptedTag marks a VM a machine adopted rather than created: it was its owner's
+	// before, and is never deleted as an orphan.
+	AdoptedTag = "banlieue.adopted"
 	// DescriptionUIDKey starts the description line that holds the machine's UID, set by
 	// the clone itself, so the VM carries the UID from the moment its config is written.
 	DescriptionUIDKey = "banlieue.io/machine-uid: "
@@ -124,10 +127,10 @@ func markTags(tags []string, m *providersdk.Machine) []string {
 	return out
 }
 
-// unmarkTags returns tags without the machine's tag and any cluster tag.
+// unmarkTags returns tags without the machine's tag, any cluster tag and AdoptedTag.
 func unmarkTags(tags []string, m *providersdk.Machine) []string {
 	return slices.DeleteFunc(slices.Clone(tags), func(t string) bool {
-		return t == TagPrefix+string(m.UID) || strings.HasPrefix(t, ClusterTagPrefix)
+		return t == TagPrefix+string(m.UID) || strings.HasPrefix(t, ClusterTagPrefix) || t == AdoptedTag
 	})
 }
 

@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -32,6 +33,7 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 		}
 		out = append(out, providersdk.MarkedVM{
 			ProviderID: s.providerID(r.VMID), Name: r.Name, MachineUID: k8stypes.UID(uid), ClusterID: clusterOf(pve.SplitTags(r.Tags)),
+			Adopted: slices.Contains(pve.SplitTags(r.Tags), AdoptedTag),
 		})
 	}
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -164,6 +166,7 @@ func TestAdoptARunningVMKeepsItAsItIs(t *testing.T) {
 	}
 	const uid = "7a4e1f0c-3b2d-4c5e-8f9a-0b1c2d3e4f51"
 	m := adoptingMachine(uid, before.Config.Uuid)
+	m.ClusterID = "cluster-a"
 	events := vmEvents(t, sim, before.Self)
 
 	if got := s.ProviderIDPrefix(); got != "vsphere://" {
@@ -191,6 +194,16 @@ func TestAdoptARunningVMKeepsItAsItIs(t *testing.T) {
 	o = settle(t, s, m, res.Task)
 	if !o.Exists || o.Unclaimed || o.ProviderID != m.Spec.AdoptProviderID || o.PowerState != banlieuev1.PowerStatePoweredOn {
 		t.Errorf("Observe after the adoption = %+v; want the VM claimed, running, with provider ID %s", o, m.Spec.AdoptProviderID)
+	}
+	// The orphan listing tells it from a VM banlieue made: never deleted as an orphan.
+	marked, err := s.ListMarked(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMarked := providersdk.MarkedVM{ProviderID: m.Spec.AdoptProviderID, Name: before.Name, MachineUID: m.UID,
+		Machine: k8stypes.NamespacedName{Namespace: m.Namespace, Name: m.Name}, ClusterID: "cluster-a", Adopted: true}
+	if !slices.Contains(marked, wantMarked) {
+		t.Errorf("ListMarked = %+v, want %+v among them", marked, wantMarked)
 	}
 	if d, ok := o.Details.(*infrav1.VSphereStatus); !ok || d.MoRef != before.Self.Value || d.InstanceUUID != before.Config.InstanceUuid {
 		t.Errorf("details = %#v, want the VM %s with its own instance UUID %s", o.Details, before.Self.Value, before.Config.InstanceUuid)

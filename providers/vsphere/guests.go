@@ -75,7 +75,10 @@ func (s *session) ListMarked(ctx context.Context) ([]providersdk.MarkedVM, error
 		}
 		out = append(out, providersdk.MarkedVM{ProviderID: providerID(vm), Name: vm.Name, MachineUID: types.UID(vm.Identity),
 			Machine:   types.NamespacedName{Namespace: vm.Marks[ExtraConfigMachineNamespace], Name: vm.Marks[ExtraConfigMachineName]},
-			ClusterID: vm.Marks[ExtraConfigClusterUID]})
+			ClusterID: vm.Marks[ExtraConfigClusterUID],
+			// A VM banlieue clones gets the machine's UID as its instance UUID; an
+			// adopted one keeps its own.
+			Adopted: vm.InstanceUUID != vm.Identity})
 	}
 	return out, nil
 }

@@ -233,6 +233,9 @@ func (b *Backend) orphanIsDeletedFromItsMark(t *testing.T) {
 	if vm.ClusterID != m.ClusterID {
 		t.Errorf("the mark names cluster %q, want the machine's %q", vm.ClusterID, m.ClusterID)
 	}
+	if vm.Adopted {
+		t.Error("a VM the driver created is reported as adopted, which would keep it from orphanPolicy Delete")
+	}
 	if vm.Machine.Name != "" && (vm.Machine.Namespace != m.Namespace || vm.Machine.Name != m.Name) {
 		t.Errorf("the mark names machine %s, want %s/%s", vm.Machine, m.Namespace, m.Name)
 	}

@@ -14,12 +14,12 @@ func (c *Client) GuestAddresses(ctx context.Context, container Ref) ([]VM, error
 }
 
 // MarkedVMs reads, in one property collector call, the VMs and templates below
-// container with their name, BIOS UUID, template flag and the Client's IdentityKey in
+// container with their name, BIOS and instance UUIDs, template flag and the Client's IdentityKey in
 // extraConfig (VM.Identity), and its MarkKeys (VM.Marks), read as keyed paths: a VM
 // without a key reports it missing, and is returned without its value.
 func (c *Client) MarkedVMs(ctx context.Context, container Ref) ([]VM, error) {
-	props := make([]string, 0, 4+len(c.markKeys))
-	props = append(props, "name", "config.uuid", "config.template", c.identityProperty())
+	props := make([]string, 0, 5+len(c.markKeys))
+	props = append(props, "name", "config.uuid", "config.instanceUuid", "config.template", c.identityProperty())
 	for _, k := range c.markKeys {
 		props = append(props, extraConfigProperty(k))
 	}

@@ -407,7 +407,7 @@ func TestAProxmoxVMIsAdoptedAsItIsAndLetGoRunning(t *testing.T) {
 	// The PVE API: the machine's tag beside the owner's, its UID after the owner's notes,
 	// and the VM running in the same QEMU process, its uptime never reset.
 	after := pveRead(f.g, api, proxmoxtest.Node1, vmid)
-	f.g.Expect(pveTags(after.Tags)).To(ConsistOf("prod", "web", proxmox.TagPrefix+uid))
+	f.g.Expect(pveTags(after.Tags)).To(ConsistOf("prod", "web", proxmox.TagPrefix+uid, proxmox.ClusterTagPrefix+f.clusterID(), proxmox.AdoptedTag))
 	f.g.Expect(after.Description).To(HavePrefix(pveOwnerNotes))
 	f.g.Expect(after.Description).To(ContainSubstring(proxmox.DescriptionUIDKey + uid))
 	f.g.Expect(after.Status).To(Equal("running"))

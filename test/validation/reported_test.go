@@ -511,18 +511,31 @@ var reportedCases = []reportedCase{
 
 	// Huge values.
 	{
+		// Defined powered off: PVE starts no VM with more CPUs than its node has.
 		name: "A VM of the largest VMClass the API allows is made on Proxmox VE with exactly those values, none cut or overflowed.",
 		arrange: func(w *world) client.Object {
 			w.ready(w.proxmoxProvider())
-			return w.vm("web-1", w.class(largestClass), w.image())
+			return w.vm("web-1", w.class(largestClass), w.image(), func(vm *banlieuev1.VirtualMachine) {
+				vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff
+			})
 		},
 		condition: banlieuev1.ReadyCondition, status: metav1.ConditionTrue, reason: banlieuev1.VirtualMachineRunningReason,
 		then: func(g Gomega, w *world, obj client.Object) {
+			g.Expect(obj.(*banlieuev1.VirtualMachine).Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOff))
 			conf := w.proxmoxVM(g, obj.(*banlieuev1.VirtualMachine))
 			g.Expect(conf).To(HaveKeyWithValue("cores", "768"))
 			g.Expect(conf).To(HaveKeyWithValue("memory", "25165824"))
 			g.Expect(conf["scsi0"]).To(ContainSubstring("size=64T"))
 		},
+	},
+	{
+		name: "A VM with more CPUs than its Proxmox VE node has is not started, and says PVE's refusal.",
+		arrange: func(w *world) client.Object {
+			w.ready(w.proxmoxProvider())
+			return w.vm("web-1", w.class(largestClass), w.image())
+		},
+		condition: banlieuev1.ReadyCondition, status: metav1.ConditionFalse, reason: infrav1.MachineTaskFailedReason,
+		message: []string{"MAX 16 vcpus allowed per VM on this node"},
 	},
 	{
 		name: "A VM of the largest VMClass the API allows is made on vSphere with exactly those values, none cut or overflowed.",

@@ -168,10 +168,14 @@ func (b *Backends) ProviderConfigs() []providersdk.Config {
 	return configs
 }
 
-// Objects are the Kubernetes objects that point banlieue at the simulated backends: a
-// namespace, and a credentials Secret and a Provider for each backend.
+// Objects are the Kubernetes objects that point banlieue at the simulated backends: the
+// Providers' namespace, the system namespace an install has (where the providers
+// register their shards), and a credentials Secret and a Provider for each backend.
 func (b *Backends) Objects() []client.Object {
-	objs := []client.Object{&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ProviderNamespace}}}
+	namespace := func(name string) client.Object {
+		return &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	objs := []client.Object{namespace(ProviderNamespace), namespace(providersdk.DefaultShardNamespace)}
 	objs = append(objs, VSphereObjects(b.VSphere)...)
 	objs = append(objs, ProxmoxObjects(b.Proxmox)...)
 	if b.Libvirt != nil {

@@ -71,13 +71,18 @@ func (f *fixture) adoptingVM(name string, class *banlieuev1.VMClass, id string, 
 	return vm
 }
 
-// vmEvents returns the Events recorded on the VirtualMachine name, by reason.
+// vmEvents returns the Events recorded on the test's VirtualMachine name, by reason.
 func (f *fixture) vmEvents(g Gomega, name string) map[string]eventsv1.Event {
+	return eventsOn(g, "VirtualMachine", f.ns, name)
+}
+
+// eventsOn returns the Events recorded on the object of kind namespace/name, by reason.
+func eventsOn(g Gomega, kind, namespace, name string) map[string]eventsv1.Event {
 	list := &eventsv1.EventList{}
-	g.Expect(k8s.List(f.ctx, list, client.InNamespace(f.ns))).To(Succeed())
+	g.Expect(k8s.List(context.Background(), list, client.InNamespace(namespace))).To(Succeed())
 	out := map[string]eventsv1.Event{}
 	for _, e := range list.Items {
-		if e.Regarding.Kind == "VirtualMachine" && e.Regarding.Name == name {
+		if e.Regarding.Kind == kind && e.Regarding.Name == name {
 			out[e.Reason] = e
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,19 +67,6 @@ func (f *fixture) clusterID() string {
 	return string(ns.UID)
 }
 
-// providerEvents returns the Events recorded on the Provider p, by reason.
-func (f *fixture) providerEvents(g Gomega, p *banlieuev1.Provider) map[string]eventsv1.Event {
-	list := &eventsv1.EventList{}
-	g.Expect(k8s.List(f.ctx, list, client.InNamespace(p.Namespace))).To(Succeed())
-	out := map[string]eventsv1.Event{}
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Provider" && e.Regarding.Name == p.Name {
-			out[e.Reason] = e
-		}
-	}
-	return out
-}
-
 // runOrphanTest is the orphan test on one backend.
 func runOrphanTest(f *fixture, b orphanBackend) {
 	f.t.Helper()
@@ -128,7 +114,7 @@ func runOrphanTest(f *fixture, b orphanBackend) {
 		f.g.Expect(b.leftovers(f.g, string(uid))).To(BeEmpty(), "what the orphan's deletion left behind")
 	}
 	f.g.Eventually(func(g Gomega) {
-		e, ok := f.providerEvents(g, p)[banlieuev1.ProviderOrphanDeletedReason]
+		e, ok := eventsOn(g, "Provider", p.Namespace, p.Name)[banlieuev1.ProviderOrphanDeletedReason]
 		g.Expect(ok).To(BeTrue(), "no OrphanDeleted Event on the Provider")
 		g.Expect(e.Note).To(ContainSubstring(id))
 	}).WithTimeout(10 * time.Second).Should(Succeed())

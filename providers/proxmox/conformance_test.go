@@ -98,15 +98,19 @@ func TestConformance(t *testing.T) {
 			waitTask(t, api, upid)
 			describe := func() string {
 				for _, vm := range guestsOf(t, api) {
-					// By its config: the listing's names lag behind.
-					if vm.config["name"] == "impostor" && strings.Contains(vm.Tags, string(m.UID)) {
+					// By its config: the listing's names and tags lag behind.
+					if vm.config["name"] == "impostor" && strings.Contains(vm.config["tags"], string(m.UID)) {
 						conf, _ := json.Marshal(vm.config)
 						return fmt.Sprintf("%d %s %s", vm.VMID, vm.Status, conf)
 					}
 				}
 				return ""
 			}
+			// The listing shows a new VM once PVE's status daemon has seen it.
 			before := describe()
+			for deadline := time.Now().Add(10 * time.Second); before == "" && time.Now().Before(deadline); before = describe() {
+				time.Sleep(100 * time.Millisecond)
+			}
 			return func() bool { return before != "" && describe() == before }
 		},
 	})

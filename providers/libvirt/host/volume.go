@@ -100,6 +100,13 @@ func findVolume(l *libvirt.Libvirt, ref VolumeRef) (libvirt.StorageVol, error) {
 // readVolume reads a volume's path, format and capacity.
 func readVolume(l *libvirt.Libvirt, vol libvirt.StorageVol) (*Volume, error) {
 	x, err := l.StorageVolGetXMLDesc(vol, 0)
+	if isCode(err, libvirt.ErrNoStorageVol) {
+		// The pool lists the volume but its file is not there: libvirt is still building
+		// it (a copy that StorageVolCreateXMLFrom has not finished, such as an image
+		// import's last step), or someone removed the file behind libvirt's back. Either
+		// way there is no volume to use yet.
+		return nil, &NotFoundError{Kind: KindVolume, Name: vol.Pool + "/" + vol.Name}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,6 @@ var KindsServed = kindsServed
 // Register makes s read the shards' Leases with reader, afresh every time, and write
 // its own with c, and writes it, as its leader does every period.
 func (s *Shard) Register(ctx context.Context, reader client.Reader, c client.Client) error {
-	s.leases, s.client, s.listTTL = reader, c, 0
-	return s.renew(ctx)
+	s.registry.Bind(reader, c, 0)
+	return s.registry.Renew(ctx)
 }

@@ -25,6 +25,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/redact"
+	"github.com/banlieue/banlieue/pkg/sharding"
 )
 
 // ProviderFinalizer keeps a Provider until no infrastructure machine runs on it, so its
@@ -201,7 +202,7 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 			// Looked at again as often as shards renew, so it is served again soon after
 			// the other shard goes or its selector changes.
 			set(banlieuev1.ReadyCondition, false, banlieuev1.ProviderShardConflictReason, conflict)
-			return ctrl.Result{RequeueAfter: shardRenew}, nil
+			return ctrl.Result{RequeueAfter: sharding.DefaultRenew}, nil
 		}
 	}
 	notReady := func(reason, message string) (ctrl.Result, error) {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/sharding"
 )
 
 // Config describes a provider for Setup: its class, its machine kind and its Driver.
@@ -113,10 +114,10 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	// Uncached: the few shards' Leases are listed at most every shardListTTL, and a cache
-	// would need every caller of Setup to scope it to the shards' namespace.
-	shard.leases, shard.client = mgr.GetAPIReader(), mgr.GetClient()
-	if err := mgr.Add(shard); err != nil {
+	// Uncached: the few shards' Leases are listed at most every sharding.DefaultListTTL,
+	// and a cache would need every caller of Setup to scope it to the shards' namespace.
+	shard.registry.Bind(mgr.GetAPIReader(), mgr.GetClient(), sharding.DefaultListTTL)
+	if err := mgr.Add(shard.registry); err != nil {
 		return fmt.Errorf("failed to register the provider shard: %w", err)
 	}
 	sessions := NewSessions(cfg.Driver, mgr.GetAPIReader())

@@ -16,6 +16,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
+	"github.com/banlieue/banlieue/pkg/sharding"
 )
 
 // Scheme returns a scheme with Kubernetes' built-in types and banlieue's APIs.
@@ -29,10 +30,19 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// SetupCore registers the core controller with mgr, recording the Events events allows.
+// SetupCore registers the core controller with mgr, recording the Events events allows
+// and serving the namespaces of shard (registered with mgr; every namespace when nil).
 // Give the Reconciler any new dependency (a Recorder, options) here.
-func SetupCore(ctx context.Context, mgr ctrl.Manager, events virtualmachine.EventPolicy) error {
-	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 10}); err != nil {
+func SetupCore(ctx context.Context, mgr ctrl.Manager, events virtualmachine.EventPolicy, shard *virtualmachine.Shard) error {
+	if shard != nil {
+		// Uncached: the shards' Leases are few and listed at most every
+		// sharding.DefaultListTTL.
+		shard.Registry().Bind(mgr.GetAPIReader(), mgr.GetClient(), sharding.DefaultListTTL)
+		if err := mgr.Add(shard.Registry()); err != nil {
+			return fmt.Errorf("failed to register the core shard: %w", err)
+		}
+	}
+	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient(), Events: events, Shard: shard}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 10}); err != nil {
 		return fmt.Errorf("failed to set up the VirtualMachine controller: %w", err)
 	}
 	return nil

@@ -41,6 +41,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Events says which Events are recorded; every one when empty (EventsAll).
 	Events EventPolicy
+	// Shard is the part of the namespaces this instance serves (see Shard); every
+	// namespace, unregistered, when nil.
+	Shard *Shard
 
 	// machines reads infrastructure machines, as unstructured, from the cache.
 	machines cache.Cache
@@ -116,6 +119,9 @@ func (r *Reconciler) watchMachines(gvk schema.GroupVersionKind) error {
 
 // Reconcile moves one VirtualMachine towards its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if serve, result, err := r.sharded(ctx, req.Namespace); !serve {
+		return result, err
+	}
 	vm := &banlieuev1.VirtualMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, vm); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -210,6 +216,30 @@ func (r *Reconciler) event(vm *banlieuev1.VirtualMachine, eventType, reason, act
 	if r.Recorder != nil && r.Events.records(eventType, reason) {
 		r.Recorder.Eventf(vm, nil, eventType, reason, action, "%s", eventNote(note, args...))
 	}
+}
+
+// sharded reports whether this instance acts on the VMs of namespace now (see Shard);
+// when not, the result to return: nothing for another shard's namespace, a look again
+// soon for one held back.
+func (r *Reconciler) sharded(ctx context.Context, namespace string) (bool, ctrl.Result, error) {
+	if r.Shard == nil {
+		return true, ctrl.Result{}, nil
+	}
+	// Read even without a selector of its own: another shard's may need them.
+	nsLabels, err := r.namespaceLabels(ctx, namespace)
+	if err != nil {
+		return false, ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	d, why, err := r.Shard.decide(ctx, namespace, nsLabels)
+	switch {
+	case err != nil:
+		return false, ctrl.Result{}, err
+	case d == hold:
+		r.Shard.logHold(ctx, namespace, why)
+		return false, ctrl.Result{RequeueAfter: r.Shard.registry.Recheck()}, nil
+	}
+	r.Shard.logHold(ctx, namespace, "")
+	return d == serve, ctrl.Result{}, nil
 }
 
 // namespaceLabels returns the labels of a namespace, read from the cache.

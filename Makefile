@@ -113,11 +113,14 @@ test-faults: deps ## The full fault suite: 200 VMs, 24 kill rounds, 60 s backend
 	KUBEBUILDER_ASSETS=$$assets go test ./test/faults/ -run TestFaults -count=1 -v -timeout 60m -args -faults.full
 
 SCALE_N ?= 1000
+# SCALE_OUT is bench-scale's report file; the run's PNG plot goes beside it (.png).
+SCALE_OUT ?= .banlieue/bench/scale-$(SCALE_N).md
 .PHONY: bench-scale
-bench-scale: ## SCALE_N (1000) VMs over vcsim, the Proxmox VE simulator and libvirtd through the real binaries; prints docs/performance.md's table.
+bench-scale: ## SCALE_N (1000) VMs over vcsim, the Proxmox VE simulator and libvirtd through the real binaries; prints docs/performance.md's table, also written to SCALE_OUT with its plot beside it.
 	@bash hack/deps.sh || echo "bench-scale: Debian packages are missing (see above); without libvirt's, the run leaves libvirt out"
+	@mkdir -p $(dir $(SCALE_OUT))
 	@assets=$$($(ENVTEST_ASSETS_CMD)); \
-	KUBEBUILDER_ASSETS=$$assets go run ./test/scale -n $(SCALE_N)
+	KUBEBUILDER_ASSETS=$$assets go run ./test/scale -n $(SCALE_N) -o $(SCALE_OUT)
 
 ##@ Build
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -94,6 +95,7 @@ func (b *bench) report() string {
 	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: API writes (core + providers) | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, coreIdle+provIdle, (coreIdle+provIdle)/n/b.o.idle.Minutes())
 	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: backend calls | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, calls, calls/n/b.o.idle.Minutes())
 	fmt.Fprintf(&w, "| peak RSS of the harness process (simulators, VM watch) | %.0f MiB | | |\n\n", float64(selfPeakRSS())/mib)
+	b.reportPlot(&w)
 
 	fmt.Fprintf(&w, "Per process: Kubernetes API requests per VM by HTTP method (its own `rest_client_requests_total`; a provider's per VM of its backend, core's and the harness's per VM of all), backend calls per VM of its backend (`banlieue_backend_calls_total`), CPU time over the whole run and peak RSS.\n\n")
 	fmt.Fprintf(&w, "| process | phase | GET | POST | PUT | PATCH | DELETE | writes | backend calls | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -154,6 +156,16 @@ func (b *bench) report() string {
 			breakdown(b.deleted.calls[be.class].since(b.idle.calls[be.class]), per))
 	}
 	return w.String()
+}
+
+// reportPlot links the run's PNG by its bare name, so that the report and the PNG
+// beside it can be copied together, as into docs/.
+func (b *bench) reportPlot(w *strings.Builder) {
+	if b.plotFile == "" {
+		return
+	}
+	fmt.Fprintf(w, "From the first create until all are deleted, sampled every %s (dashed: all Ready, then the first delete): VMs Ready per backend, Kubernetes API writes per second (each client's `rest_client_requests_total`), each controller's RSS (its `process_resident_memory_bytes`).\n\n", sampleEvery)
+	fmt.Fprintf(w, "![VMs Ready, API writes per second and RSS over the run](%s)\n\n", filepath.Base(b.plotFile))
 }
 
 // writes are the Kubernetes API writes core and the providers made between two snapshots.

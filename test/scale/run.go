@@ -82,6 +82,17 @@ type bench struct {
 	machine       machine
 	pprofAddrs    map[string]string // by process name, with -pprof
 	directErr     error             // why the direct path failed
+
+	// For the plot: when the first create was made, the series sampled from then until
+	// all were deleted, the VMs' entries into and exits from Ready, when the deletions
+	// started and when the sampling ended (since the first create), and the PNG
+	// written, if any.
+	createdFrom  time.Time
+	samples      []sample
+	readyChanges []readyChange
+	deleteFrom   time.Duration
+	sampledUntil time.Duration
+	plotFile     string
 }
 
 func run(ctx context.Context, o options) (string, error) {
@@ -149,6 +160,7 @@ func run(ctx context.Context, o options) (string, error) {
 	if err := b.measure(ctx); err != nil {
 		return "", err
 	}
+	b.plot()
 	return b.report(), nil
 }
 
@@ -336,6 +348,10 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 	logf("Creating %d VirtualMachines (%s)", b.o.vms, b.shares())
 	start := time.Now()
+	b.createdFrom = start
+	rec := b.startRecording(ctx, start)
+	// On an early return the sampling must end too; stop is idempotent.
+	defer rec.stop()
 	if err := b.eachVM(ctx, func(ctx context.Context, vm client.Object) error { return b.client.Create(ctx, vm) }); err != nil {
 		return fmt.Errorf("failed to create the VMs: %w", err)
 	}
@@ -368,7 +384,8 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 	logf("Deleting the VirtualMachines")
-	start = time.Now()
+	deleteStart := time.Now()
+	b.deleteFrom = deleteStart.Sub(start)
 	// One by one, as kubectl does: a DELETECOLLECTION of thousands of objects outlasts
 	// the API server's request timeout.
 	if err := b.eachVM(ctx, func(ctx context.Context, vm client.Object) error { return b.client.Delete(ctx, vm) }); err != nil {
@@ -377,7 +394,10 @@ func (b *bench) measure(ctx context.Context) error {
 	if err := b.tracker.waitFor(ctx, b.o.timeout, "deleted", func(t *tracker) int { return t.count() }); err != nil {
 		return err
 	}
-	b.deletedAt = time.Since(start)
+	b.deletedAt = time.Since(deleteStart)
+	b.samples = rec.stop()
+	b.sampledUntil = time.Since(start)
+	b.readyChanges = b.tracker.readyChanges()
 	if b.deleted, err = b.snapshot(ctx); err != nil {
 		return err
 	}

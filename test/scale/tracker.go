@@ -25,6 +25,19 @@ type tracker struct {
 	backend map[string]string    // VM key → its backend label, for every VM that exists
 	seen    map[string]time.Time // VM key → when the watch first showed it: its creation
 	ready   map[string]time.Time // VM key → when it was first seen Ready
+	// readyNow holds the VMs whose last version in the watch is Ready, and changes
+	// every time one enters or leaves that set, so that the plot can draw how many
+	// were Ready at each moment, deletions included.
+	readyNow map[string]bool
+	changes  []readyChange
+}
+
+// readyChange is one VM of a backend becoming Ready (+1), or ceasing to be Ready or
+// to exist while Ready (-1).
+type readyChange struct {
+	at      time.Time
+	backend string
+	delta   int
 }
 
 // startTracker starts an informer on the VirtualMachines of namespace.
@@ -37,7 +50,7 @@ func startTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, fmt.Errorf("failed to watch the VMs: %w", err)
 	}
-	t := &tracker{backend: map[string]string{}, seen: map[string]time.Time{}, ready: map[string]time.Time{}}
+	t := &tracker{backend: map[string]string{}, seen: map[string]time.Time{}, ready: map[string]time.Time{}, readyNow: map[string]bool{}}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    t.observe,
 		UpdateFunc: func(_, obj any) { t.observe(obj) },
@@ -52,6 +65,8 @@ func startTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	return t, nil
 }
 
+// observe records a VM's first sighting, its first Ready and its entering or
+// leaving Ready.
 func (t *tracker) observe(obj any) {
 	vm, ok := obj.(*banlieuev1.VirtualMachine)
 	if !ok {
@@ -65,11 +80,30 @@ func (t *tracker) observe(obj any) {
 	if _, ok := t.seen[key]; !ok {
 		t.seen[key] = now
 	}
-	if _, seen := t.ready[key]; !seen && meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.ReadyCondition) {
+	isReady := meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.ReadyCondition)
+	if _, seen := t.ready[key]; !seen && isReady {
 		t.ready[key] = now
 	}
+	t.setReady(key, isReady, now)
 }
 
+// setReady records a change of whether the VM key is Ready; t.mu must be held, and
+// t.backend must still hold the VM.
+func (t *tracker) setReady(key string, isReady bool, at time.Time) {
+	if t.readyNow[key] == isReady {
+		return
+	}
+	delta := 1
+	if isReady {
+		t.readyNow[key] = true
+	} else {
+		delete(t.readyNow, key)
+		delta = -1
+	}
+	t.changes = append(t.changes, readyChange{at: at, backend: t.backend[key], delta: delta})
+}
+
+// forget records a VM's deletion; one deleted while Ready leaves the Ready count.
 func (t *tracker) forget(obj any) {
 	key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
@@ -77,7 +111,16 @@ func (t *tracker) forget(obj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.setReady(key, false, time.Now())
 	delete(t.backend, key)
+}
+
+// readyChanges are the VMs' entries into and exits from Ready so far, in the order
+// the watch showed them.
+func (t *tracker) readyChanges() []readyChange {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.changes)
 }
 
 // count is how many VMs exist.

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
 
 func TestPercentileIsTheNearestRank(t *testing.T) {
@@ -34,5 +39,65 @@ func TestPercentileIsTheNearestRank(t *testing.T) {
 	}
 	if hundred[0] != 100*s {
 		t.Error("percentile sorted its argument in place")
+	}
+}
+
+func TestTrackerCountsEntriesIntoAndExitsFromReady(t *testing.T) {
+	vm := func(name, be string, ready bool) *banlieuev1.VirtualMachine {
+		v := &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{backendLabel: be}}}
+		status := metav1.ConditionFalse
+		if ready {
+			status = metav1.ConditionTrue
+		}
+		v.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ReadyCondition, Status: status}}
+		return v
+	}
+	type change struct {
+		backend string
+		delta   int
+	}
+	for _, tt := range []struct {
+		name   string
+		events func(tr *tracker)
+		want   []change
+	}{
+		{"created, not Ready yet", func(tr *tracker) { tr.observe(vm("a", "x", false)) }, nil},
+		{"becomes Ready once, however often seen Ready", func(tr *tracker) {
+			tr.observe(vm("a", "x", false))
+			tr.observe(vm("a", "x", true))
+			tr.observe(vm("a", "x", true))
+		}, []change{{"x", 1}}},
+		{"leaves Ready and comes back", func(tr *tracker) {
+			tr.observe(vm("a", "x", true))
+			tr.observe(vm("a", "x", false))
+			tr.observe(vm("a", "x", true))
+		}, []change{{"x", 1}, {"x", -1}, {"x", 1}}},
+		{"deleted while Ready", func(tr *tracker) {
+			tr.observe(vm("a", "x", true))
+			tr.forget(vm("a", "x", true))
+		}, []change{{"x", 1}, {"x", -1}}},
+		{"deleted after leaving Ready counts once", func(tr *tracker) {
+			tr.observe(vm("a", "x", true))
+			tr.observe(vm("a", "x", false))
+			tr.forget(vm("a", "x", false))
+		}, []change{{"x", 1}, {"x", -1}}},
+		{"each VM under its backend", func(tr *tracker) {
+			tr.observe(vm("a", "x", true))
+			tr.observe(vm("b", "y", true))
+			tr.forget(vm("b", "y", true))
+		}, []change{{"x", 1}, {"y", 1}, {"y", -1}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &tracker{backend: map[string]string{}, seen: map[string]time.Time{}, ready: map[string]time.Time{}, readyNow: map[string]bool{}}
+			tt.events(tr)
+			changes := tr.readyChanges()
+			got := make([]change, 0, len(changes))
+			for _, c := range changes {
+				got = append(got, change{c.backend, c.delta})
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("changes = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

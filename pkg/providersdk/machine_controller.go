@@ -75,6 +75,9 @@ type Reconciler struct {
 	holds   map[types.UID]hold
 
 	tasks *taskTracker
+	// unrecorded keeps new tasks out of the machines' status for a moment
+	// (WithTaskRecordDelay); nil records every task at once.
+	unrecorded *unrecordedTasks
 }
 
 // Finalizer returns the finalizer the Reconciler owns on its machines.
@@ -92,6 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.tasks.forgetName(req.NamespacedName)
+			r.unrecorded.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -114,6 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s, err := newScope(u)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.unrecorded.restore(s, r.statusBlock); err != nil {
 		return ctrl.Result{}, err
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("Provider", klog.KRef(s.machine.Spec.ProviderRef.Namespace, s.machine.Spec.ProviderRef.Name))
@@ -202,6 +209,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.removeFinalizer(ctx, u)
 	}
 	res, err := r.classify(ctx, p, s, err)
+	if r.unrecorded.hold(s, time.Now()) {
+		return res, err
+	}
 	if perr := r.patchStatus(ctx, s); perr != nil {
 		return ctrl.Result{}, errors.Join(err, perr)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -157,6 +158,58 @@ func TestAnInFlightCloneIsReportedAndPolled(t *testing.T) {
 	}
 	if d.Creates() != 1 {
 		t.Errorf("backend creates = %d, want 1", d.Creates())
+	}
+}
+
+func TestATaskThatEndsWithinTheRecordDelayIsNeverWritten(t *testing.T) {
+	e := newEnv(t, func(p *banlieuev1.Provider) { p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"} })
+	d := provider.NewDriver()
+	// Made with its provider's finalizer, as core makes machines: the only write a
+	// reconcile could make is the status.
+	m := e.machine("quick", func(m *testv1.TestMachine) { m.Finalizers = []string{provider.NewReconciler(k8s, d).Finalizer()} })
+	for _, tt := range []struct {
+		name  string
+		delay time.Duration
+		// recorded says whether the clone in flight is in the machine's status.
+		recorded bool
+	}{
+		{"a task younger than the delay stays in memory", time.Hour, false},
+		{"a task as old as the delay is written", 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := provider.NewReconciler(k8s, d, providersdk.WithTaskRecordDelay(tt.delay))
+			if tt.delay == 0 {
+				r = provider.NewReconciler(k8s, d)
+			}
+			rv := e.get(m).ResourceVersion
+			if res := e.mustReconcile(r, m); res.RequeueAfter == 0 {
+				t.Error("an in-flight clone was not requeued")
+			}
+			got := e.get(m)
+			if got.Status.Task.IsDefined() != tt.recorded {
+				t.Errorf("status.task = %+v, want recorded %v", got.Status.Task, tt.recorded)
+			}
+			if !tt.recorded && got.ResourceVersion != rv {
+				t.Errorf("the machine was written while its task is younger than the delay: %+v", got.Status)
+			}
+		})
+	}
+	// The clone ends: one status write says so, from the task kept in memory, and no
+	// second clone is made.
+	r := provider.NewReconciler(k8s, d, providersdk.WithTaskRecordDelay(time.Hour))
+	e.mustReconcile(r, m)
+	p := e.provider.DeepCopy()
+	p.Spec.Parameters = nil
+	if err := k8s.Update(e.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(r, m)
+	got := e.get(m)
+	if diff := cmp.Diff(ready{"True", infrav1.MachineProvisionedReason, ""}, readyOf(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if got.Status.Task.IsDefined() || d.Creates() != 1 {
+		t.Errorf("status.task = %+v, backend creates = %d; want none and 1", got.Status.Task, d.Creates())
 	}
 }
 

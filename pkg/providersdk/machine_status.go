@@ -25,7 +25,10 @@ type scope struct {
 	// before is the contract status as read; status is what the reconcile makes of it.
 	before, status infrav1.MachineStatus
 	// details is the backend status block to write; nil keeps the stored one.
-	details         any
+	details any
+	// stored is the machine as read when machine.Object is a copy with what the
+	// provider kept in memory (unrecordedTasks); nil when machine.Object is as read.
+	stored          *unstructured.Unstructured
 	succeeded       bool
 	waitingForGuest bool
 	// guestsReported is true when the session is a GuestAddressReporter, so that the
@@ -168,6 +171,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope, lock bool) error
 		meta.SetStatusCondition(&s.status.Conditions, condition(c.Type, c.Status, c.Reason, c.Message, s.machine.Generation))
 	}
 	u := s.machine.Object
+	if s.stored != nil {
+		u = s.stored
+	}
 	status, _, _ := unstructured.NestedMap(u.Object, "status")
 	if status == nil {
 		status = map[string]any{}

@@ -134,6 +134,14 @@ func WithProviderWakeups(ch chan<- event.GenericEvent) Option {
 	return func(r *Reconciler) { r.providerWakeups = ch }
 }
 
+// WithTaskRecordDelay keeps a machine's new backend task in memory, not in its status,
+// until the machine has been without its task in status for delay, so that a task
+// that ends sooner costs no status write (see unrecordedTasks). Setup passes
+// DefaultTaskRecordDelay; 0, the default of NewReconciler, writes every task at once.
+func WithTaskRecordDelay(delay time.Duration) Option {
+	return func(r *Reconciler) { r.unrecorded = &unrecordedTasks{delay: delay} }
+}
+
 // WithShard restricts the machines the Reconciler reconciles to those of the Providers
 // shard serves; Setup passes the process's. Other machines are left alone, not even
 // given a finalizer: another shard reconciles them.

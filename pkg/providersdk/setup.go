@@ -129,7 +129,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	// contrary, so the Provider reports the fault now, not at its next inventory refresh.
 	checks := make(chan event.GenericEvent)
 	opts := append([]Option{WithSessions(sessions), WithStatusBlock(cfg.StatusBlock), WithClass(cfg.Class), WithWakeups(wakeups), WithProviderWakeups(checks),
-		WithWatchScope(cfg.Namespace, cfg.WatchFilter), WithShard(shard)}, cfg.MachineOptions...)
+		WithWatchScope(cfg.Namespace, cfg.WatchFilter), WithShard(shard), WithTaskRecordDelay(DefaultTaskRecordDelay)}, cfg.MachineOptions...)
 	if err := NewReconciler(mgr.GetClient(), cfg.MachineKind, cfg.Driver, opts...).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", cfg.MachineKind.Kind, err)
 	}

@@ -113,14 +113,27 @@ test-faults: deps ## The full fault suite: 200 VMs, 24 kill rounds, 60 s backend
 	KUBEBUILDER_ASSETS=$$assets go test ./test/faults/ -run TestFaults -count=1 -v -timeout 60m -args -faults.full
 
 SCALE_N ?= 1000
-# SCALE_OUT is bench-scale's report file; the run's PNG plot goes beside it (.png).
+# SCALE_OUT is bench-scale's report file, SCALE_SHARDED_OUT bench-scale-sharded's; each
+# run's PNG plot goes beside its report (.png).
 SCALE_OUT ?= .banlieue/bench/scale-$(SCALE_N).md
+SCALE_SHARDED_OUT ?= .banlieue/bench/scale-sharded-$(SCALE_N).md
+
+# run-scale is the bench-scale targets' recipe: SCALE_N VMs through test/scale, the
+# report to $(1), with the further flags $(2).
+define run-scale
+	@bash hack/deps.sh || echo "$@: Debian packages are missing (see above); without libvirt's, the run leaves libvirt out"
+	@mkdir -p $(dir $(1))
+	@assets=$$($(ENVTEST_ASSETS_CMD)); \
+	KUBEBUILDER_ASSETS=$$assets go run ./test/scale -n $(SCALE_N) -o $(1) $(2)
+endef
+
 .PHONY: bench-scale
 bench-scale: ## SCALE_N (1000) VMs over vcsim, the Proxmox VE simulator and libvirtd through the real binaries; prints docs/performance.md's table, also written to SCALE_OUT with its plot beside it.
-	@bash hack/deps.sh || echo "bench-scale: Debian packages are missing (see above); without libvirt's, the run leaves libvirt out"
-	@mkdir -p $(dir $(SCALE_OUT))
-	@assets=$$($(ENVTEST_ASSETS_CMD)); \
-	KUBEBUILDER_ASSETS=$$assets go run ./test/scale -n $(SCALE_N) -o $(SCALE_OUT)
+	$(call run-scale,$(SCALE_OUT))
+
+.PHONY: bench-scale-sharded
+bench-scale-sharded: ## bench-scale with 2 core shards and 3 provider shards each for vSphere and Proxmox VE (issue 19, docs/scale-out.md); report in SCALE_SHARDED_OUT.
+	$(call run-scale,$(SCALE_SHARDED_OUT),-core-shards 2 -provider-shards 3)
 
 ##@ Build
 

@@ -1,7 +1,8 @@
 // Command scale measures banlieue with many VirtualMachines: it starts a real
 // kube-apiserver and etcd, the simulated vCenter and Proxmox VE cluster (and a private
 // libvirtd when one can run here), the core controller and one provider per backend as
-// separate processes of the banlieue binary, applies N VirtualMachines spread over the
+// separate processes of the banlieue binary (or several shards of each, with
+// -core-shards and -provider-shards), applies N VirtualMachines spread over the
 // backends, and prints one Markdown report: time until all are Ready and until all are
 // deleted, Kubernetes API requests and backend calls per VM, each controller's CPU time
 // and peak memory, the writes and backend calls of a quiet minute after convergence, and
@@ -39,6 +40,12 @@ type options struct {
 	pprof bool
 	// events is the core controller's --events; its default when empty.
 	events string
+	// coreShards is how many core processes divide the VMs by namespace (docs/scale-out.md);
+	// 1 runs one unsharded core, as before shards existed.
+	coreShards int
+	// providerShards is how many Providers, each served by a provider process of its
+	// own, the vSphere and the Proxmox VE backend are each split into; 1 keeps one.
+	providerShards int
 }
 
 func main() {
@@ -53,11 +60,18 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "Folder for the binary, kubeconfigs and controller logs; a temporary one, kept, when empty")
 	flag.StringVar(&o.out, "o", "", "Also write the report to this file")
 	flag.BoolVar(&o.kubeconfigFlag, "kubeconfig-flag", false, "Pass each controller --kubeconfig instead of $KUBECONFIG; 'banlieue' then keeps client-go's default limit of 5 requests/s per process")
+	flag.IntVar(&o.coreShards, "core-shards", 1, "Run this many core processes ('controller --shard-count K --shard-index i'), the VMs spread over max(16, 4K) namespaces; 1 runs one unsharded core")
+	flag.IntVar(&o.providerShards, "provider-shards", 1, "Split the vSphere and the Proxmox VE backend each into this many Providers on its one simulator, each served by a provider process of its own ('--provider-selector'); libvirt keeps one")
 	flag.BoolVar(&o.pprof, "pprof", false, "Save each controller's heap profile (<dir>/<name>.heap, for 'go tool pprof') when all VMs are Ready")
 	flag.Parse()
-	if o.vms < 1 {
-		fmt.Fprintln(os.Stderr, "scale: -n must be at least 1")
-		os.Exit(2)
+	for _, f := range []struct {
+		name  string
+		value int
+	}{{"n", o.vms}, {"core-shards", o.coreShards}, {"provider-shards", o.providerShards}} {
+		if f.value < 1 {
+			fmt.Fprintf(os.Stderr, "scale: -%s must be at least 1\n", f.name)
+			os.Exit(2)
+		}
 	}
 	os.Exit(execute(o))
 }

@@ -57,8 +57,9 @@ type snapshot struct {
 	// requests are each process's own Kubernetes API requests by HTTP method
 	// (client-go's rest_client_requests_total), the harness's included.
 	requests map[string]counts
-	// calls are each provider's backend calls by operation
-	// (banlieue_backend_calls_total), by provider class.
+	// calls are each provider process's backend calls by operation
+	// (banlieue_backend_calls_total), by process name; see backendCalls for a
+	// backend's.
 	calls map[string]counts
 	// apiserver are the API server's own counts (apiserver_request_total) by
 	// "VERB resource[/subresource]", all clients together.
@@ -76,16 +77,11 @@ func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
 			return nil, err
 		}
 		s.requests[p.Name] = sumBy(families["rest_client_requests_total"], "method")
+		// Core has no backend calls: its counts stay empty.
+		s.calls[p.Name] = sumBy(families["banlieue_backend_calls_total"], "operation")
 		if u, err := p.Usage(); err == nil {
 			s.usage[p.Name] = u
 		}
-	}
-	for _, be := range b.backends {
-		families, err := be.proc.Metrics(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s.calls[be.class] = sumBy(families["banlieue_backend_calls_total"], "operation")
 	}
 	own, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
@@ -118,6 +114,18 @@ func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
 		s.apiserver[key] += m.GetCounter().GetValue()
 	}
 	return s, nil
+}
+
+// backendCalls are the backend calls of all the backend's provider processes, added
+// up by operation.
+func (s *snapshot) backendCalls(be *backend) counts {
+	c := counts{}
+	for _, sh := range be.shards {
+		for op, v := range s.calls[sh.proc.Name] {
+			c[op] += v
+		}
+	}
+	return c
 }
 
 // sumBy adds up a counter family's series by the value of one label.

@@ -53,21 +53,34 @@ func (b *bench) plot() {
 }
 
 // timeline gathers what the plot shows of the run. A provider's lines take its
-// backend's colour, so that one colour follows a backend through the three panels.
+// backend's colour, so that one colour follows a backend through the three panels; the
+// shards of a kind share its colour, each dashed after its index (the first solid).
 func (b *bench) timeline() timeline {
+	title := fmt.Sprintf("N = %d (%s)", b.o.vms, b.shares())
+	if b.sharded() {
+		title += "; " + b.layout()
+	}
 	tl := timeline{
-		title:   fmt.Sprintf("N = %d (%s)", b.o.vms, b.shares()),
+		title:   title,
 		ready:   readyCurves(b.readyChanges, b.createdFrom, b.sampledUntil),
 		samples: b.samples,
 		marks:   []phaseMark{{at: b.readyAt.Seconds(), name: "all Ready", right: true}, {at: b.deleteFrom.Seconds(), name: "delete"}},
 		end:     b.sampledUntil.Seconds(),
-		colors:  map[string]color.Color{b.core.Name: coreColor, harnessName: harnessColor},
+		styles:  map[string]draw.LineStyle{harnessName: {Color: harnessColor}},
 	}
-	tl.processes = append(tl.processes, b.core.Name)
+	addProcess := func(name string, c color.Color, shard int) {
+		tl.processes = append(tl.processes, name)
+		tl.styles[name] = draw.LineStyle{Color: c, Dashes: plotutil.Dashes(shard)}
+	}
+	for i, p := range b.core {
+		addProcess(p.Name, coreColor, i)
+	}
 	for i, be := range b.backends {
 		c := backendColors[i%len(backendColors)]
-		tl.colors[be.class], tl.colors[be.proc.Name] = c, c
-		tl.processes = append(tl.processes, be.proc.Name)
+		tl.styles[be.class] = draw.LineStyle{Color: c}
+		for j, sh := range be.shards {
+			addProcess(sh.proc.Name, c, j)
+		}
 		if be.vms > 0 {
 			tl.backends = append(tl.backends, be.class)
 		}
@@ -97,8 +110,9 @@ type timeline struct {
 	clients   []string
 	marks     []phaseMark
 	end       float64
-	// colors are the lines' colours by backend, process or client name.
-	colors map[string]color.Color
+	// styles are the lines' colours and dashes by backend, process or client name;
+	// addLine sets their width.
+	styles map[string]draw.LineStyle
 }
 
 // drawPlot writes tl as a PNG of three panels sharing the time axis: VMs Ready by
@@ -158,7 +172,7 @@ func readyPanel(tl timeline) *plot.Plot {
 	p := plot.New()
 	p.Y.Label.Text = "VMs Ready"
 	for _, be := range tl.backends {
-		addLine(p, be, tl.ready[be], tl.colors[be], plotter.PostStep)
+		addLine(p, be, tl.ready[be], tl.styles[be], plotter.PostStep)
 	}
 	return p
 }
@@ -168,25 +182,26 @@ func readyPanel(tl timeline) *plot.Plot {
 func writesPanel(tl timeline) *plot.Plot {
 	p := plot.New()
 	p.Y.Label.Text = "API writes / s"
-	addLine(p, "all clients", rates(tl.samples, allWrites), color.Black, plotter.NoStep)
+	addLine(p, "all clients", rates(tl.samples, allWrites), draw.LineStyle{Color: color.Black}, plotter.NoStep)
 	for _, name := range tl.clients {
-		addLine(p, name, rates(tl.samples, writesOf(name)), tl.colors[name], plotter.NoStep)
+		addLine(p, name, rates(tl.samples, writesOf(name)), tl.styles[name], plotter.NoStep)
 	}
 	return p
 }
 
-// rssPanel draws each controller process's resident set.
+// rssPanel draws each controller process's resident set, every shard's its own line.
 func rssPanel(tl timeline) *plot.Plot {
 	p := plot.New()
 	p.Y.Label.Text = "RSS (MiB)"
 	for _, name := range tl.processes {
-		addLine(p, name, levels(tl.samples, rssOf(name), mib), tl.colors[name], plotter.NoStep)
+		addLine(p, name, levels(tl.samples, rssOf(name), mib), tl.styles[name], plotter.NoStep)
 	}
 	return p
 }
 
-// addLine adds a named line in colour c, unless it has no points.
-func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, step plotter.StepKind) {
+// addLine adds a named line in the colour and dashes of style, unless it has no
+// points.
+func addLine(p *plot.Plot, name string, xys plotter.XYs, style draw.LineStyle, step plotter.StepKind) {
 	if len(xys) == 0 {
 		return
 	}
@@ -197,7 +212,8 @@ func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, step plo
 		logf("Warning: the plot leaves %s out: %v", name, err)
 		return
 	}
-	l.Color, l.Width, l.StepStyle = c, vg.Points(1.5), step
+	l.LineStyle, l.StepStyle = style, step
+	l.Width = vg.Points(1.5)
 	p.Add(l)
 	p.Legend.Add(name, l)
 }

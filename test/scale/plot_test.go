@@ -1,7 +1,6 @@
 package main
 
 import (
-	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 func TestPlotPathIsBesideTheReport(t *testing.T) {
@@ -32,23 +33,27 @@ func TestPlotPathIsBesideTheReport(t *testing.T) {
 // TestDrawPlotWritesAPNG draws a small made-up run: what it checks is that drawing
 // goes through and yields a PNG; how the plot looks is for a person to judge.
 func TestDrawPlotWritesAPNG(t *testing.T) {
-	clients := []string{"controller", "provider-x", harnessName}
+	// Two shards of provider x, the second dashed, as a sharded run draws them.
+	clients := []string{"controller", "provider-x-0", "provider-x-1", harnessName}
 	samples := make([]sample, 0, 5)
 	for i := range cap(samples) {
 		v := float64(i)
 		samples = append(samples, sample{
 			at:     time.Duration(i) * sampleEvery,
-			writes: map[string]float64{"controller": 3 * v, "provider-x": v, harnessName: 2 * v},
-			rss:    map[string]float64{"controller": (40 + v) * mib, "provider-x": 30 * mib},
+			writes: map[string]float64{"controller": 3 * v, "provider-x-0": v, "provider-x-1": v / 2, harnessName: 2 * v},
+			rss:    map[string]float64{"controller": (40 + v) * mib, "provider-x-0": 30 * mib, "provider-x-1": 25 * mib},
 		})
 	}
 	tl := timeline{
-		title:     "test",
-		ready:     map[string]plotter.XYs{"x": {{X: 0, Y: 0}, {X: 3, Y: 2}, {X: 7, Y: 0}, {X: 8, Y: 0}}},
-		backends:  []string{"x", "without VMs"},
-		samples:   samples,
-		colors:    map[string]color.Color{"x": backendColors[0], "provider-x": backendColors[0], "controller": coreColor, harnessName: harnessColor},
-		processes: clients[:2],
+		title:    "test",
+		ready:    map[string]plotter.XYs{"x": {{X: 0, Y: 0}, {X: 3, Y: 2}, {X: 7, Y: 0}, {X: 8, Y: 0}}},
+		backends: []string{"x", "without VMs"},
+		samples:  samples,
+		styles: map[string]draw.LineStyle{
+			"x": {Color: backendColors[0]}, "provider-x-0": {Color: backendColors[0]}, "provider-x-1": {Color: backendColors[0], Dashes: plotutil.Dashes(1)},
+			"controller": {Color: coreColor}, harnessName: {Color: harnessColor},
+		},
+		processes: clients[:3],
 		clients:   clients,
 		marks:     []phaseMark{{at: 3, name: "all Ready", right: true}, {at: 6, name: "delete"}, {at: 99, name: "off the axis"}},
 		end:       8,

@@ -61,7 +61,7 @@ func providerOf(obj client.Object, class string) *banlieuev1.Provider {
 func (b *bench) report() string {
 	var w strings.Builder
 	n := float64(b.o.vms)
-	fmt.Fprintf(&w, "### N = %d (%s), core's Events: %s\n\n", b.o.vms, b.shares(), cond(b.o.events != "", b.o.events, "the default (transitions)"))
+	fmt.Fprintf(&w, "### N = %d (%s)%s, core's Events: %s\n\n", b.o.vms, b.shares(), cond(b.sharded(), ", "+b.layout(), ""), cond(b.o.events != "", b.o.events, "the default (transitions)"))
 	fmt.Fprintf(&w, "Machine: %d cores (%s), %s RAM, %s; load average %s at the start. Simulators, kube-apiserver and etcd run on the same machine.\n\n",
 		b.machine.cores, b.machine.cpu, b.machine.memory, b.machine.goVersion, b.machine.load)
 
@@ -90,14 +90,16 @@ func (b *bench) report() string {
 	coreIdle, provIdle := b.writes(b.settled, b.idle)
 	calls := 0.0
 	for _, be := range b.backends {
-		calls += b.idle.calls[be.class].since(b.settled.calls[be.class]).sum()
+		calls += b.idle.backendCalls(be).since(b.settled.backendCalls(be)).sum()
 	}
 	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: API writes (core + providers) | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, coreIdle+provIdle, (coreIdle+provIdle)/n/b.o.idle.Minutes())
 	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: backend calls | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, calls, calls/n/b.o.idle.Minutes())
 	fmt.Fprintf(&w, "| peak RSS of the harness process (simulators, VM watch) | %.0f MiB | | |\n\n", float64(selfPeakRSS())/mib)
+	b.reportShards(&w)
 	b.reportPlot(&w)
 
-	fmt.Fprintf(&w, "Per process: Kubernetes API requests per VM by HTTP method (its own `rest_client_requests_total`; a provider's per VM of its backend, core's and the harness's per VM of all), backend calls per VM of its backend (`banlieue_backend_calls_total`), CPU time over the whole run and peak RSS.\n\n")
+	fmt.Fprintf(&w, "Per process: Kubernetes API requests per VM by HTTP method (its own `rest_client_requests_total`; a provider's per VM of its backend, core's and the harness's per VM of all), backend calls per VM of its backend (`banlieue_backend_calls_total`), CPU time over the whole run and peak RSS.%s\n\n",
+		cond(b.sharded(), " A shard's figures are per VM of its whole backend (a provider shard's) or of all (a core shard's), so that the shards' rows add up to the backend's or core's figure.", ""))
 	fmt.Fprintf(&w, "| process | phase | GET | POST | PUT | PATCH | DELETE | writes | backend calls | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range b.processRows() {
 		for _, ph := range b.phases() {
@@ -107,8 +109,8 @@ func (b *bench) report() string {
 				per = 1
 			}
 			callCell := ""
-			if row.class != "" {
-				c := ph.to.calls[row.class].since(ph.from.calls[row.class])
+			if row.provider {
+				c := ph.to.calls[row.name].since(ph.from.calls[row.name])
 				callCell = fmt.Sprintf("%.2f", c.sum()/per)
 				if ph.name == "idle" {
 					callCell = fmt.Sprintf("%.0f %s", c.sum(), breakdown(c, 1))
@@ -152,8 +154,8 @@ func (b *bench) report() string {
 	for _, be := range b.backends {
 		per := float64(max(be.vms, 1))
 		fmt.Fprintf(&w, "| %s | %s | %s |\n", be.class,
-			breakdown(b.ready.calls[be.class].since(b.before.calls[be.class]), per),
-			breakdown(b.deleted.calls[be.class].since(b.idle.calls[be.class]), per))
+			breakdown(b.ready.backendCalls(be).since(b.before.backendCalls(be)), per),
+			breakdown(b.deleted.backendCalls(be).since(b.idle.backendCalls(be)), per))
 	}
 	return w.String()
 }
@@ -164,15 +166,17 @@ func (b *bench) reportPlot(w *strings.Builder) {
 	if b.plotFile == "" {
 		return
 	}
-	fmt.Fprintf(w, "From the first create until all are deleted, sampled every %s (dashed: all Ready, then the first delete): VMs Ready per backend, Kubernetes API writes per second (each client's `rest_client_requests_total`), each controller's RSS (its `process_resident_memory_bytes`).\n\n", sampleEvery)
+	fmt.Fprintf(w, "From the first create until all are deleted, sampled every %s (dashed: all Ready, then the first delete): VMs Ready per backend, Kubernetes API writes per second (each client's `rest_client_requests_total`), each controller's RSS (its `process_resident_memory_bytes`).%s\n\n",
+		sampleEvery, cond(b.sharded(), " Each shard has its own line, in its kind's colour, dashed after its index (the first solid).", ""))
 	fmt.Fprintf(w, "![VMs Ready, API writes per second and RSS over the run](%s)\n\n", filepath.Base(b.plotFile))
 }
 
-// writes are the Kubernetes API writes core and the providers made between two snapshots.
+// writes are the Kubernetes API writes core and the providers made between two
+// snapshots, each added up over all its processes.
 func (b *bench) writes(from, to *snapshot) (core, providers float64) {
 	for _, p := range b.processes() {
 		w := to.requests[p.Name].since(from.requests[p.Name]).sum(writeMethods...)
-		if p == b.core {
+		if slices.Contains(b.core, p) {
 			core += w
 		} else {
 			providers += w
@@ -181,15 +185,25 @@ func (b *bench) writes(from, to *snapshot) (core, providers float64) {
 	return core, providers
 }
 
+// processRow is one row group of the per-process table: a process, whether it is a
+// provider (with backend calls), and the VMs its figures are per.
 type processRow struct {
-	name, class string
-	vms         float64
+	name     string
+	provider bool
+	vms      float64
 }
 
+// processRows are the per-process table's: each core process per VM of all, each
+// provider process per VM of its backend, and the harness per VM of all.
 func (b *bench) processRows() []processRow {
-	rows := []processRow{{name: b.core.Name, vms: float64(b.o.vms)}}
+	var rows []processRow
+	for _, p := range b.core {
+		rows = append(rows, processRow{name: p.Name, vms: float64(b.o.vms)})
+	}
 	for _, be := range b.backends {
-		rows = append(rows, processRow{name: be.proc.Name, class: be.class, vms: float64(max(be.vms, 1))})
+		for _, sh := range be.shards {
+			rows = append(rows, processRow{name: sh.proc.Name, provider: true, vms: float64(max(be.vms, 1))})
+		}
 	}
 	return append(rows, processRow{name: harnessName, vms: float64(b.o.vms)})
 }

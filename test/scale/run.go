@@ -35,10 +35,12 @@ import (
 )
 
 const (
-	// namespace holds the measured VirtualMachines.
+	// namespace holds the measured VirtualMachines; with several core shards it is the
+	// prefix of the namespaces that do (see vmNamespaces).
 	namespace = "scale"
 	// backendLabel on a VM names the backend it is meant for; its providerSelector
-	// selects the dev Provider carrying the same label.
+	// selects the dev Provider carrying the same label (or its copies, see
+	// splitProviders).
 	backendLabel = "backend"
 	// className and imageName are the VMClass and VMImage every VM uses.
 	className, imageName = "scale-tiny", "scale-image"
@@ -48,26 +50,43 @@ const (
 	apiWorkers = 16
 )
 
-// backend is one simulated backend, its provider process and its share of the VMs.
+// backend is one simulated backend, its provider processes and its share of the VMs.
 type backend struct {
 	class    string
 	vms      int
 	powerOff bool
-	proc     *harness.Process
+	// shards are the provider processes that serve the backend: one, unless
+	// -provider-shards splits it into several Providers (see splitProviders).
+	shards []providerShard
 	// direct creates n VMs with the backend's own client library.
 	direct func(ctx context.Context, n int) error
+}
+
+// providerShard is one provider process and the Provider it serves.
+type providerShard struct {
+	proc *harness.Process
+	// provider is the Provider's "namespace/name", as a VM's status.scheduled names it.
+	provider string
 }
 
 // bench is one run: the control plane, the simulators, the controllers and what was
 // measured.
 type bench struct {
-	o        options
-	env      *testenv.Env
-	sims     *devenv.Backends
-	client   client.Client
-	core     *harness.Process
+	o      options
+	env    *testenv.Env
+	sims   *devenv.Backends
+	client client.Client
+	// core are the core processes: one, or -core-shards shards.
+	core     []*harness.Process
 	backends []*backend
 	tracker  *tracker
+	// objects are the Providers, their Secrets and namespaces the run creates: the dev
+	// environment's, its Providers split by -provider-shards.
+	objects []client.Object
+	// namespaces hold the VMs; coreShares is what each core shard serves of them, with
+	// several.
+	namespaces []string
+	coreShares []coreShare
 
 	// Snapshots before the creations, when all are Ready, once settled (the quiet
 	// window starts), after the quiet window and when all are deleted.
@@ -76,7 +95,10 @@ type bench struct {
 	readyBy                               map[string]time.Duration // by backend class
 	// latencies are the VMs' times from creation to Ready, by backend class and, under
 	// "", all of them.
-	latencies     map[string][]time.Duration
+	latencies map[string][]time.Duration
+	// placed counts the VMs placed on each Provider ("namespace/name") when all were
+	// Ready.
+	placed        map[string]int
 	direct        time.Duration
 	directByClass map[string]time.Duration
 	machine       machine
@@ -100,7 +122,7 @@ func run(ctx context.Context, o options) (string, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return "", errors.New("KUBEBUILDER_ASSETS is not set: run 'make bench-scale', or set it to the folder 'bash hack/envtest.sh | tail -n 1' prints")
 	}
-	b := &bench{o: o, machine: describeMachine()}
+	b := &bench{o: o, machine: describeMachine(), namespaces: vmNamespaces(o.coreShards)}
 	if b.o.dir == "" {
 		if b.o.dir, err = os.MkdirTemp("", "banlieue-scale-"); err != nil {
 			return "", err
@@ -147,14 +169,16 @@ func run(ctx context.Context, o options) (string, error) {
 	// Cancelled first when run returns: the VM watch ends before the API server stops.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Deferred before the start, so that when one process fails to start, those started
+	// before it are stopped too.
+	defer b.stopControllers()
 	if err := b.startControllers(bin); err != nil {
 		return "", err
 	}
-	defer b.stopControllers()
 	if err := b.setUp(ctx); err != nil {
 		return "", err
 	}
-	if b.tracker, err = startTracker(ctx, cfg, b.env.Scheme, namespace); err != nil {
+	if b.tracker, err = startTracker(ctx, cfg, b.env.Scheme); err != nil {
 		return "", err
 	}
 	if err := b.measure(ctx); err != nil {
@@ -184,8 +208,9 @@ func (b *bench) stopBackends() {
 	}
 }
 
-// startControllers starts the core controller and one provider per backend, each as
-// its own process with its own API server user.
+// startControllers starts the core controller, or its shards, and the provider
+// processes of each backend, one per Provider that splitProviders made or one for all
+// its Providers, each as its own process with its own API server user.
 func (b *bench) startControllers(bin string) error {
 	b.backends = []*backend{
 		{class: vsphere.ProviderClass, direct: b.directVSphere},
@@ -197,17 +222,37 @@ func (b *bench) startControllers(bin string) error {
 		logf("Leaving libvirt out: %s", b.sims.LibvirtUnavailable)
 	}
 	b.spread()
+	b.objects = splitProviders(b.sims.Objects(), b.o.providerShards, shardedClasses...)
+	perNamespace := map[string]int{}
+	for _, vm := range b.vms() {
+		perNamespace[vm.Namespace]++
+	}
 	var err error
+	if b.coreShares, err = coreShares(perNamespace, b.o.coreShards); err != nil {
+		return err
+	}
 	core := []string{"controller"}
 	if b.o.events != "" {
 		core = append(core, "--events", b.o.events)
 	}
-	if b.core, err = b.startController(bin, "controller", core...); err != nil {
-		return err
+	for i := range b.o.coreShards {
+		name, args := coreProcess(i, b.o.coreShards, core)
+		p, err := b.startController(bin, name, args)
+		if err != nil {
+			return err
+		}
+		b.core = append(b.core, p)
 	}
 	for _, be := range b.backends {
-		if be.proc, err = b.startController(bin, "provider-"+be.class, "provider", be.class); err != nil {
-			return err
+		// The dev environment has one Provider per backend, which a process without a
+		// selector serves; splitProviders' copies each get a shard of their own.
+		for _, p := range providersOf(b.objects, be.class) {
+			name, args := providerProcess(p)
+			proc, err := b.startController(bin, name, args)
+			if err != nil {
+				return err
+			}
+			be.shards = append(be.shards, providerShard{proc: proc, provider: client.ObjectKeyFromObject(p).String()})
 		}
 	}
 	return nil
@@ -216,11 +261,13 @@ func (b *bench) startControllers(bin string) error {
 // startController starts one controller process as an API server user of its own,
 // named banlieue-<name>. Its kubeconfig goes through $KUBECONFIG, which the process
 // loads as it loads an in-cluster config, unless -kubeconfig-flag asks for --kubeconfig.
-func (b *bench) startController(bin, name string, args ...string) (*harness.Process, error) {
+func (b *bench) startController(bin, name string, args []string) (*harness.Process, error) {
 	kubeconfig, err := b.env.Kubeconfig(b.o.dir, "banlieue-"+name)
 	if err != nil {
 		return nil, err
 	}
+	// Appended to below; the caller's slice stays as it was.
+	args = slices.Clone(args)
 	if b.o.kubeconfigFlag {
 		args = append(args, "--kubeconfig", kubeconfig)
 	} else if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {
@@ -248,15 +295,16 @@ func (b *bench) stopControllers() {
 	}
 }
 
-// processes are the measured controller processes, core first.
+// processes are the measured controller processes, core first, then each backend's
+// provider processes.
 func (b *bench) processes() []*harness.Process {
-	ps := []*harness.Process{b.core}
+	ps := slices.Clone(b.core)
 	for _, be := range b.backends {
-		if be.proc != nil {
-			ps = append(ps, be.proc)
+		for _, sh := range be.shards {
+			ps = append(ps, sh.proc)
 		}
 	}
-	return slices.DeleteFunc(ps, func(p *harness.Process) bool { return p == nil })
+	return ps
 }
 
 // spread gives libvirt a bounded share (its VMs are real domains) and splits the rest
@@ -279,14 +327,16 @@ func (b *bench) spread() {
 	b.backends[1].vms = rest / 2
 }
 
-// setUp creates the dev Providers of the simulators, the VMs' namespace, class and
-// image, and waits until every Provider is Ready and the image is ready on each.
+// setUp creates the dev Providers of the simulators (split by -provider-shards), the
+// VMs' namespaces, class and image, and waits until every Provider is Ready and the
+// image is ready on each. The dev objects include the namespace the shards register
+// their Leases in.
 func (b *bench) setUp(ctx context.Context) error {
-	objs := append(b.sims.Objects(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
-		devenv.Class(className, 1, 512),
-		devenv.Image(imageName),
-	)
+	objs := slices.Clone(b.objects)
+	for _, ns := range b.namespaces {
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	objs = append(objs, devenv.Class(className, 1, 512), devenv.Image(imageName))
 	var providers []client.ObjectKey
 	for _, obj := range objs {
 		if _, ok := obj.(*banlieuev1.Provider); ok {
@@ -361,6 +411,7 @@ func (b *bench) measure(ctx context.Context) error {
 	b.readyAt = time.Since(start)
 	b.readyBy = b.tracker.lastReadyBy(start)
 	b.latencies = b.tracker.latencies()
+	b.placed = b.tracker.placements()
 	if b.ready, err = b.snapshot(ctx); err != nil {
 		return err
 	}
@@ -421,12 +472,14 @@ func (b *bench) shares() string {
 	return strings.Join(parts, ", ")
 }
 
-// vms are the VirtualMachines to create, the backends taking turns.
+// vms are the VirtualMachines to create, the backends taking turns, in the namespaces
+// assignNamespaces gives them.
 func (b *bench) vms() []*banlieuev1.VirtualMachine {
 	backends := b.interleaved()
+	namespaces := assignNamespaces(backends, b.namespaces)
 	vms := make([]*banlieuev1.VirtualMachine, 0, len(backends))
 	for i, be := range backends {
-		vm := builder.VirtualMachine(namespace, fmt.Sprintf("vm-%05d", i), className, imageName, builder.WithProviderSelector(map[string]string{backendLabel: be.class}))
+		vm := builder.VirtualMachine(namespaces[i], fmt.Sprintf("vm-%05d", i), className, imageName, builder.WithProviderSelector(map[string]string{backendLabel: be.class}))
 		vm.Labels = map[string]string{backendLabel: be.class}
 		if be.powerOff {
 			vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff

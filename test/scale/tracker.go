@@ -30,6 +30,9 @@ type tracker struct {
 	// were Ready at each moment, deletions included.
 	readyNow map[string]bool
 	changes  []readyChange
+	// placed is the Provider ("namespace/name") each VM was placed on, from its
+	// status.scheduled; kept after the VM is deleted.
+	placed map[string]string
 }
 
 // readyChange is one VM of a backend becoming Ready (+1), or ceasing to be Ready or
@@ -40,9 +43,16 @@ type readyChange struct {
 	delta   int
 }
 
-// startTracker starts an informer on the VirtualMachines of namespace.
-func startTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (*tracker, error) {
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}})
+// newTracker returns a tracker that has seen no VM.
+func newTracker() *tracker {
+	return &tracker{backend: map[string]string{}, seen: map[string]time.Time{}, ready: map[string]time.Time{}, readyNow: map[string]bool{}, placed: map[string]string{}}
+}
+
+// startTracker starts an informer on the VirtualMachines of every namespace: the run's
+// are the only ones, and with several core shards they are spread over several
+// namespaces, which one watch covers as well as one.
+func startTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*tracker, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the VM cache: %w", err)
 	}
@@ -50,7 +60,7 @@ func startTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, fmt.Errorf("failed to watch the VMs: %w", err)
 	}
-	t := &tracker{backend: map[string]string{}, seen: map[string]time.Time{}, ready: map[string]time.Time{}, readyNow: map[string]bool{}}
+	t := newTracker()
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    t.observe,
 		UpdateFunc: func(_, obj any) { t.observe(obj) },
@@ -65,8 +75,8 @@ func startTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	return t, nil
 }
 
-// observe records a VM's first sighting, its first Ready and its entering or
-// leaving Ready.
+// observe records a VM's first sighting, its placement, its first Ready and its
+// entering or leaving Ready.
 func (t *tracker) observe(obj any) {
 	vm, ok := obj.(*banlieuev1.VirtualMachine)
 	if !ok {
@@ -79,6 +89,9 @@ func (t *tracker) observe(obj any) {
 	now := time.Now()
 	if _, ok := t.seen[key]; !ok {
 		t.seen[key] = now
+	}
+	if s := vm.Status.Scheduled; s.ProviderName != "" {
+		t.placed[key] = s.ProviderNamespace + "/" + s.ProviderName
 	}
 	isReady := meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.ReadyCondition)
 	if _, seen := t.ready[key]; !seen && isReady {
@@ -121,6 +134,17 @@ func (t *tracker) readyChanges() []readyChange {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.changes)
+}
+
+// placements count the VMs placed on each Provider, by "namespace/name".
+func (t *tracker) placements() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := map[string]int{}
+	for _, p := range t.placed {
+		n[p]++
+	}
+	return n
 }
 
 // count is how many VMs exist.

@@ -88,7 +88,7 @@ func TestTrackerCountsEntriesIntoAndExitsFromReady(t *testing.T) {
 		}, []change{{"x", 1}, {"y", 1}, {"y", -1}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := &tracker{backend: map[string]string{}, seen: map[string]time.Time{}, ready: map[string]time.Time{}, readyNow: map[string]bool{}}
+			tr := newTracker()
 			tt.events(tr)
 			changes := tr.readyChanges()
 			got := make([]change, 0, len(changes))

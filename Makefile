@@ -117,6 +117,8 @@ SCALE_N ?= 1000
 # run's PNG plot goes beside its report (.png).
 SCALE_OUT ?= .banlieue/bench/scale-$(SCALE_N).md
 SCALE_SHARDED_OUT ?= .banlieue/bench/scale-sharded-$(SCALE_N).md
+# SCALE_ARGS are further flags of test/scale, e.g. "-direct=false -timeout 40m -pprof".
+SCALE_ARGS ?=
 
 # run-scale is the bench-scale targets' recipe: SCALE_N VMs through test/scale, the
 # report to $(1), with the further flags $(2).
@@ -124,7 +126,7 @@ define run-scale
 	@bash hack/deps.sh || echo "$@: Debian packages are missing (see above); without libvirt's, the run leaves libvirt out"
 	@mkdir -p $(dir $(1))
 	@assets=$$($(ENVTEST_ASSETS_CMD)); \
-	KUBEBUILDER_ASSETS=$$assets go run ./test/scale -n $(SCALE_N) -o $(1) $(2)
+	KUBEBUILDER_ASSETS=$$assets go run ./test/scale -n $(SCALE_N) -o $(1) $(2) $(SCALE_ARGS)
 endef
 
 .PHONY: bench-scale

@@ -38,6 +38,9 @@ type options struct {
 	kubeconfigFlag bool
 	// pprof saves each controller's heap profile to dir when all VMs are Ready.
 	pprof bool
+	// direct makes the same creations with the client libraries after the run, for the
+	// ratio; at tens of thousands of VMs that doubles a run that says little more.
+	direct bool
 	// events is the core controller's --events; its default when empty.
 	events string
 	// coreShards is how many core processes divide the VMs by namespace (docs/scale-out.md);
@@ -62,6 +65,7 @@ func main() {
 	flag.BoolVar(&o.kubeconfigFlag, "kubeconfig-flag", false, "Pass each controller --kubeconfig instead of $KUBECONFIG; 'banlieue' then keeps client-go's default limit of 5 requests/s per process")
 	flag.IntVar(&o.coreShards, "core-shards", 1, "Run this many core processes ('controller --shard-count K --shard-index i'), the VMs spread over max(16, 4K) namespaces; 1 runs one unsharded core")
 	flag.IntVar(&o.providerShards, "provider-shards", 1, "Split the vSphere and the Proxmox VE backend each into this many Providers on its one simulator, each served by a provider process of its own ('--provider-selector'); libvirt keeps one")
+	flag.BoolVar(&o.direct, "direct", true, "After the run, make the same creations with each backend's client library, for the ratio to the direct path")
 	flag.BoolVar(&o.pprof, "pprof", false, "Save each controller's heap profile (<dir>/<name>.heap, for 'go tool pprof') when all VMs are Ready")
 	flag.Parse()
 	for _, f := range []struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -226,6 +227,9 @@ func (b *bench) phases() []phase {
 
 // directCell is a duration of the direct path, or why there is none.
 func (b *bench) directCell(d time.Duration) string {
+	if errors.Is(b.directErr, errDirectSkipped) {
+		return b.directErr.Error()
+	}
 	if b.directErr != nil {
 		return "failed (see the log)"
 	}

@@ -452,6 +452,11 @@ func (b *bench) measure(ctx context.Context) error {
 	if b.deleted, err = b.snapshot(ctx); err != nil {
 		return err
 	}
+	if !b.o.direct {
+		logf("All deleted in %s; not measuring the direct path (-direct=false)", b.deletedAt.Round(time.Millisecond))
+		b.directErr = errDirectSkipped
+		return ctx.Err()
+	}
 	logf("All deleted in %s; creating the same VMs directly with the client libraries", b.deletedAt.Round(time.Millisecond))
 	// banlieue's figures stand without the comparison: a failed direct path is reported,
 	// not allowed to lose the run.
@@ -460,6 +465,9 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// errDirectSkipped is the direct path of a run with -direct=false.
+var errDirectSkipped = errors.New("not run (-direct=false)")
 
 // shares lists how many VMs each backend gets.
 func (b *bench) shares() string {

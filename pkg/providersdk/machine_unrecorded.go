@@ -52,14 +52,10 @@ func (u *unrecordedTasks) restore(s *scope, block string) error {
 	if u == nil || u.delay <= 0 {
 		return nil
 	}
-	key := types.NamespacedName{Namespace: s.machine.Namespace, Name: s.machine.Name}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	kept, ok := u.byKey[key]
-	if !ok {
-		return nil
-	}
-	if kept.uid != s.machine.UID || s.before.Task.IsDefined() {
+	key, kept := u.entry(s)
+	if kept == nil || s.before.Task.IsDefined() {
 		delete(u.byKey, key)
 		return nil
 	}
@@ -89,12 +85,11 @@ func (u *unrecordedTasks) hold(s *scope, now time.Time) bool {
 	if u == nil || u.delay <= 0 {
 		return false
 	}
-	key := types.NamespacedName{Namespace: s.machine.Namespace, Name: s.machine.Name}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	kept, ok := u.byKey[key]
+	key, kept := u.entry(s)
 	since := now
-	if ok && kept.uid == s.machine.UID {
+	if kept != nil {
 		since = kept.since
 	}
 	if s.before.Task.IsDefined() || s.status.Task.Ref == "" || now.Sub(since) >= u.delay {
@@ -106,6 +101,16 @@ func (u *unrecordedTasks) hold(s *scope, now time.Time) bool {
 	}
 	u.byKey[key] = unrecorded{uid: s.machine.UID, status: *s.status.DeepCopy(), details: s.details, since: since}
 	return true
+}
+
+// entry returns the key of s's machine and what is kept for it; nil when nothing is,
+// or what is kept is of an earlier machine of that name. u.mu is held.
+func (u *unrecordedTasks) entry(s *scope) (types.NamespacedName, *unrecorded) {
+	key := types.NamespacedName{Namespace: s.machine.Namespace, Name: s.machine.Name}
+	if kept, ok := u.byKey[key]; ok && kept.uid == s.machine.UID {
+		return key, &kept
+	}
+	return key, nil
 }
 
 // forget drops what is kept for the machine key, gone from the API server.

@@ -64,7 +64,7 @@ func (b *bench) timeline() timeline {
 		title:   title,
 		ready:   readyCurves(b.readyChanges, b.createdFrom, b.sampledUntil),
 		samples: b.samples,
-		marks:   []phaseMark{{at: b.readyAt.Seconds(), name: "all Ready", right: true}, {at: b.deleteFrom.Seconds(), name: "delete"}},
+		marks:   []phaseMark{{at: b.readyAt.Seconds(), name: "all Ready"}, {at: b.deleteFrom.Seconds(), name: "delete", right: true}},
 		end:     b.sampledUntil.Seconds(),
 		styles:  map[string]draw.LineStyle{harnessName: {Color: harnessColor}},
 	}
@@ -224,10 +224,9 @@ type phaseMark struct {
 	at    float64 // seconds since the first create
 	name  string
 	named bool // whether to write the name beside the line
-	// right writes the name right of the line, rather than left. The names go half way
-	// up, between "all Ready" and "delete": there every VMs Ready curve is flat at its
-	// backend's share, which leaves the middle free but for a backend at half the
-	// largest's share.
+	// right writes the name right of the line, rather than left: "all Ready" goes left
+	// of its line and "delete" right of its own, so two marks close together on a long
+	// run never write over each other. The names go half way up.
 	right bool
 }
 

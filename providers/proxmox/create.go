@@ -95,16 +95,12 @@ func (s *session) clone(ctx context.Context, tmpl templateRef, o pve.CloneOption
 	return upid, vmid, nil
 }
 
-// withNewVMID allocates a VMID (pve.Client.NextVMID) and starts a task that makes a
-// VM with it, returning the task's UPID and the VMID. PVE reserves the VMID when it
-// answers that request (the new VM's config exists at once, locked), but not when it
-// hands out a free one: two workers that both ask before either takes its VMID are handed
-// the same one, and the loser's request is refused ("config file already exists",
-// "VM 101 already exists"). So the driver's workers take turns on a cluster, each
-// holding its lock (s.vmids) from asking for a VMID until its request is answered, and never race
-// each other. Other clients of the cluster still may: a request refused so asks again
-// after a short random pause, and when every attempt loses, the error is returned and
-// the caller retries later.
+// withNewVMID takes a VMID from the driver's pool for the cluster (vmidPool) and
+// starts a task that makes a VM with it, returning the task's UPID and the VMID. PVE
+// refuses the request when the VMID was taken meanwhile by another client of the
+// cluster ("config file already exists", "VM 101 already exists"): the worker then
+// takes another after a short random pause, and when every attempt loses, the error is
+// returned and the caller retries later.
 func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string, error)) (string, int, error) {
 	var (
 		upid string
@@ -112,7 +108,13 @@ func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string,
 		err  error
 	)
 	for range s.driver.cloneAttempts {
-		if upid, vmid, err = s.takeVMID(ctx, start); err == nil || !pve.IsVMIDTaken(err) {
+		if vmid, err = s.vmids.take(ctx, s.driver.now(), s.api.NextVMID); err != nil {
+			return "", 0, err
+		}
+		upid, err = start(vmid)
+		taken := err != nil && pve.IsVMIDTaken(err)
+		s.vmids.done(vmid, taken)
+		if !taken {
 			return upid, vmid, err
 		}
 		// Others are making VMs at the same moment: let them take their VMIDs first.
@@ -123,23 +125,6 @@ func (s *session) withNewVMID(ctx context.Context, start func(vmid int) (string,
 		}
 	}
 	return "", 0, err
-}
-
-// takeVMID asks for a free VMID and starts the task that takes it, holding the
-// cluster's VMID lock in between.
-func (s *session) takeVMID(ctx context.Context, start func(vmid int) (string, error)) (string, int, error) {
-	select {
-	case s.vmids <- struct{}{}:
-	case <-ctx.Done():
-		return "", 0, ctx.Err()
-	}
-	defer func() { <-s.vmids }()
-	vmid, err := s.api.NextVMID(ctx)
-	if err != nil {
-		return "", 0, err
-	}
-	upid, err := start(vmid)
-	return upid, vmid, err
 }
 
 // template finds the machine's template: its resolved "<node>/<vmid>", or its ref, a

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,12 +150,29 @@ func TestCreateDoesNotWaitForTheSessionsCloneOfAnotherMachine(t *testing.T) {
 	}
 }
 
-// Concurrent workers of one session take turns for VMIDs: no clone request is ever
-// refused for a VMID another worker was handed too, and each asks /cluster/nextid once.
+// Concurrent workers of one session get distinct VMIDs from the driver's pool without
+// waiting for one another's clone requests: no clone request is ever refused for a
+// VMID another worker was handed too, /cluster/nextid is asked once for them all, and
+// the clone requests are in flight together.
 func TestConcurrentCreatesGetDistinctVMIDs(t *testing.T) {
 	const n = 20
-	sim := proxmoxtest.Start(t)
-	s := connect(t, sim, newDriver(sim))
+	// Each clone request is answered after a pause, as a loaded PVE answers.
+	sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) { o.ForkDelay = 200 * time.Millisecond })
+	d := newDriver(sim)
+	var inFlight, most atomic.Int32
+	d.wrapTransport = func(next http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/clone") {
+				return next.RoundTrip(r)
+			}
+			now := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			return next.RoundTrip(r)
+		})
+	}
+	s := connect(t, sim, d)
 	const cloneOp = "POST /nodes/{node}/qemu/{vmid}/clone"
 	refusedBefore := backendCalls(cloneOp, "error")
 	nextIDs, clones := countCalls(sim, "GET /cluster/nextid"), countCalls(sim, cloneOp)
@@ -189,9 +207,11 @@ func TestConcurrentCreatesGetDistinctVMIDs(t *testing.T) {
 	if refused := backendCalls(cloneOp, "error") - refusedBefore; refused != 0 {
 		t.Errorf("%v clone requests refused, want none", refused)
 	}
-	asked, cloned := nextIDs.since(t), clones.since(t)
-	if cloned != n || asked != n {
-		t.Errorf("%d VMIDs asked for and %d clones requested for %d machines, want %d of each", asked, cloned, n, n)
+	if asked, cloned := nextIDs.since(t), clones.since(t); cloned != n || asked != 1 {
+		t.Errorf("%d VMIDs asked for and %d clones requested for %d machines, want 1 and %d", asked, cloned, n, n)
+	}
+	if most.Load() < 2 {
+		t.Errorf("at most %d clone request in flight at once, want the workers' requests together", most.Load())
 	}
 }
 

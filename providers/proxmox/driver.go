@@ -54,10 +54,10 @@ type Driver struct {
 	// calls back with it.
 	wrapTransport func(http.RoundTripper) http.RoundTripper
 
-	// vmidsMu guards vmids: per cluster, the lock its sessions hold from
-	// asking for a free VMID until the request that takes the VMID is answered.
+	// vmidsMu guards vmids: per cluster, the pool its sessions take the VMIDs of new
+	// VMs from.
 	vmidsMu sync.Mutex
-	vmids   map[string]chan struct{}
+	vmids   map[string]*vmidPool
 }
 
 var _ providersdk.Driver = (*Driver)(nil)
@@ -88,7 +88,7 @@ func NewDriver(opts ...Option) *Driver {
 		responseTimeout: DefaultResponseTimeout,
 		cloneAttempts:   10,
 		now:             time.Now,
-		vmids:           map[string]chan struct{}{},
+		vmids:           map[string]*vmidPool{},
 	}
 	for _, o := range opts {
 		o(d)
@@ -96,17 +96,16 @@ func NewDriver(opts ...Option) *Driver {
 	return d
 }
 
-// vmidLock is the lock of the cluster named key: a channel of one slot, so a worker
-// waiting for it gives up with its context.
-func (d *Driver) vmidLock(key string) chan struct{} {
+// vmidPool is the VMID pool of the cluster named key.
+func (d *Driver) vmidPool(key string) *vmidPool {
 	d.vmidsMu.Lock()
 	defer d.vmidsMu.Unlock()
-	l, ok := d.vmids[key]
+	p, ok := d.vmids[key]
 	if !ok {
-		l = make(chan struct{}, 1)
-		d.vmids[key] = l
+		p = newVMIDPool()
+		d.vmids[key] = p
 	}
-	return l
+	return p
 }
 
 // MachineKind is the infrastructure machine kind of this provider.

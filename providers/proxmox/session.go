@@ -88,9 +88,9 @@ type session struct {
 	clonesMu sync.Mutex
 	clones   map[string]startedClone
 
-	// vmids is held, by whoever holds it, from asking for a free VMID until the request that
-	// takes the VMID is answered: the driver's one for the cluster (see Driver.vmidLock).
-	vmids chan struct{}
+	// vmids hands out the VMIDs of new VMs: the driver's pool for the cluster, shared
+	// by its sessions.
+	vmids *vmidPool
 }
 
 var (
@@ -151,11 +151,11 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		}
 	}
 	// Sessions of the same cluster (two Providers, or a session and the one that
-	// replaces it) share the lock; a standalone node is known by its address.
+	// replaces it) share the pool; a standalone node is known by its address.
 	if cl.Clustered {
-		s.vmids = d.vmidLock("cluster " + s.cluster)
+		s.vmids = d.vmidPool("cluster " + s.cluster)
 	} else {
-		s.vmids = d.vmidLock("node " + api.Host())
+		s.vmids = d.vmidPool("node " + api.Host())
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Connected to Proxmox VE", "endpoint", api.URL(), "cluster", s.cluster)
 	return s, nil

@@ -11,6 +11,13 @@ import (
 	"syscall"
 )
 
+// IdleConnsPerBackend is how many idle connections a driver's HTTP transport should
+// keep to one backend: more than a provider's machine workers (WithWorkers), so that
+// their concurrent calls reuse connections. net/http keeps 2, and past that every call
+// made beside two others closed its connection after use and the next one made a new
+// TLS connection: a handshake's CPU on both sides, the backend's included.
+const IdleConnsPerBackend = 32
+
 // Endpoint names a backend in the messages of network and TLS problems, which every
 // driver reports alike.
 type Endpoint struct {

@@ -65,6 +65,9 @@ type Client struct {
 	secretRef string
 	// endpoint names the cluster in the messages of network problems.
 	endpoint providersdk.Endpoint
+	// resources and tasks share the cluster's listings among concurrent callers.
+	resources *coalesced[Resource]
+	tasks     *coalesced[Task]
 }
 
 // New builds the Client of conn. It makes no call: Cluster is the first one. It fails
@@ -81,6 +84,7 @@ func New(conn Connection) (*Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = conn.ResponseTimeout
+	tr.MaxIdleConnsPerHost = providersdk.IdleConnsPerBackend
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case conn.InsecureSkipTLSVerify:
@@ -100,6 +104,8 @@ func New(conn Connection) (*Client, error) {
 		http:      hc,
 		url:       u,
 		secretRef: conn.SecretRef,
+		resources: newCoalesced[Resource](),
+		tasks:     newCoalesced[Task](),
 		endpoint: providersdk.Endpoint{Kind: "Proxmox VE", Host: u.Host, CAHint: "/etc/pve/pve-root-ca.pem on a node",
 			RefusedHint: " (port 8006) and that pveproxy runs"},
 	}, nil

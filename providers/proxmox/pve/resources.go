@@ -38,8 +38,13 @@ type resource struct {
 	Pool     string `json:"pool"`
 }
 
-// Resources lists every QEMU guest of the cluster, templates included, in one call.
+// Resources lists every QEMU guest of the cluster, templates included, in one call,
+// which callers that ask at once share (coalesced).
 func (c *Client) Resources(ctx context.Context) ([]Resource, error) {
+	return c.resources.do(ctx, c.listResources)
+}
+
+func (c *Client) listResources(ctx context.Context) ([]Resource, error) {
 	var all []resource
 	if err := c.get(ctx, "/cluster/resources", map[string]string{"type": "vm"}, &all); err != nil {
 		return nil, err

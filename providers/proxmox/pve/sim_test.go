@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,10 +17,11 @@ import (
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
 )
 
-// newClient is a Client of the simulator with credentials, verifying its certificate.
-func newClient(t *testing.T, sim *proxmoxtest.Simulator, credentials map[string][]byte) *Client {
+// newClient is a Client of the simulator with credentials, verifying its certificate;
+// opts change its Connection first.
+func newClient(t *testing.T, sim *proxmoxtest.Simulator, credentials map[string][]byte, opts ...func(*Connection)) *Client {
 	t.Helper()
-	c, err := New(Connection{
+	conn := Connection{
 		Endpoint:    sim.URL,
 		Credentials: credentials,
 		SecretRef:   "infra/pve-credentials",
@@ -27,7 +32,11 @@ func newClient(t *testing.T, sim *proxmoxtest.Simulator, credentials map[string]
 		},
 		ResponseTimeout: time.Minute,
 		Class:           "proxmox",
-	})
+	}
+	for _, o := range opts {
+		o(&conn)
+	}
+	c, err := New(conn)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -182,3 +191,63 @@ func TestAConfigChangePVECannotHotplugIsReadAsPending(t *testing.T) {
 		t.Errorf("pending after the revert: %+v, %v; want none", pending, err)
 	}
 }
+
+// Concurrent calls, as a provider's workers make them, go back to the connections the
+// previous ones left idle instead of opening new TLS connections each.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	const workers = 10
+	sim := proxmoxtest.Start(t)
+	// Each round's responses are held until all of its calls have theirs, so that the
+	// round has as many connections in use at once.
+	var mu sync.Mutex
+	arrived, release := 0, make(chan struct{})
+	c := newClient(t, sim, sim.TokenCredentials(), func(conn *Connection) {
+		conn.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := next.RoundTrip(r)
+				mu.Lock()
+				arrived++
+				wait := release
+				if arrived == workers {
+					arrived = 0
+					close(release)
+					release = make(chan struct{})
+				}
+				mu.Unlock()
+				<-wait
+				return resp, err
+			})
+		}
+	})
+	var opened atomic.Int32
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if !info.Reused {
+				opened.Add(1)
+			}
+		},
+	})
+	round := func() int32 {
+		before := opened.Load()
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				if _, err := c.NextVMID(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		return opened.Load() - before
+	}
+	if n := round(); n != workers {
+		t.Fatalf("%d connections for %d calls at once, want one each", n, workers)
+	}
+	if n := round(); n > workers/2 {
+		t.Errorf("%d new connections for %d calls at once after as many, want the idle ones used again", n, workers)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

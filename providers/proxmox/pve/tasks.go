@@ -69,8 +69,13 @@ type Task struct {
 // Running reports whether the task runs.
 func (t Task) Running() bool { return t.EndTime == 0 && (t.Status == "" || t.Status == "RUNNING") }
 
-// ClusterTasks lists the recent tasks of every node, running and ended, in one call.
+// ClusterTasks lists the recent tasks of every node, running and ended, in one call,
+// which callers that ask at once share (coalesced).
 func (c *Client) ClusterTasks(ctx context.Context) ([]Task, error) {
+	return c.tasks.do(ctx, c.listTasks)
+}
+
+func (c *Client) listTasks(ctx context.Context) ([]Task, error) {
 	var tasks []Task
 	if err := c.get(ctx, "/cluster/tasks", nil, &tasks); err != nil {
 		return nil, err

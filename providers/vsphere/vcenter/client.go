@@ -95,6 +95,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	sc := soap.NewClient(cfg.URL, cfg.Insecure)
 	tr := sc.DefaultTransport()
 	tr.ResponseHeaderTimeout = cfg.ResponseTimeout
+	tr.MaxIdleConnsPerHost = providersdk.IdleConnsPerBackend
 	if !cfg.Insecure {
 		tr.TLSClientConfig.RootCAs = cfg.RootCAs
 	}

@@ -30,11 +30,13 @@ import (
 type Reconciler struct {
 	client client.Client
 	reader client.Reader
-	// machines is the cache a Provider's machines are listed from, through the
-	// MachineProviderField index: the manager's, once set up. Machines themselves are
-	// read from the API server (client): a cached read could miss a task just recorded
-	// and start it twice.
+	// machines is the cache machines are read from (readMachine) and a Provider's
+	// machines listed from, through the MachineProviderField index: the manager's,
+	// once set up.
 	machines client.Reader
+	// live reads a machine the cache is behind on (written); the manager's API reader.
+	live    client.Reader
+	written *writtenVersions
 	// capi is where Cluster API's Machines and Clusters are read from: the manager's
 	// cache when they are watched (capiWatched), the API server otherwise.
 	capi        client.Reader
@@ -92,10 +94,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
-	if err := r.client.Get(ctx, req.NamespacedName, u); err != nil {
+	if err := r.readMachine(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.tasks.forgetName(req.NamespacedName)
 			r.unrecorded.forget(req.NamespacedName)
+			r.written.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

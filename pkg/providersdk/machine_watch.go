@@ -37,7 +37,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexMachinesOnce(mgr, r.gvk); err != nil {
 		return err
 	}
-	r.machines = mgr.GetCache()
+	r.machines, r.live = mgr.GetCache(), mgr.GetAPIReader()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	b := ctrl.NewControllerManagedBy(mgr).

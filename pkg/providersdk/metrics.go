@@ -33,6 +33,15 @@ func CountBackendCall(class, operation string, err error) {
 	BackendCalls.WithLabelValues(class, operation, result).Inc()
 }
 
+// machineLiveReads counts the machines read from the API server because the cache had
+// not caught up yet with the provider's own last write to them (readMachine).
+var machineLiveReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "banlieue_machine_live_reads_total",
+	Help: "Machines read from the API server because the cache had not caught up yet with the provider's own last write to them, by provider class.",
+}, []string{"class"})
+
+func init() { metrics.Registry.MustRegister(machineLiveReads) }
+
 // TasksInFlight is the number of machines whose status.task is set, that is whose
 // backend task is being polled, by provider class. Each Reconciler keeps it from its
 // own reconciles, without listing machines.

@@ -66,7 +66,7 @@ func main() {
 	flag.IntVar(&o.coreShards, "core-shards", 1, "Run this many core processes ('controller --shard-count K --shard-index i'), the VMs spread over max(16, 4K) namespaces; 1 runs one unsharded core")
 	flag.IntVar(&o.providerShards, "provider-shards", 1, "Split the vSphere and the Proxmox VE backend each into this many Providers on its one simulator, each served by a provider process of its own ('--provider-selector'); libvirt keeps one")
 	flag.BoolVar(&o.direct, "direct", true, "After the run, make the same creations with each backend's client library, for the ratio to the direct path")
-	flag.BoolVar(&o.pprof, "pprof", false, "Save each controller's heap profile (<dir>/<name>.heap, for 'go tool pprof') when all VMs are Ready")
+	flag.BoolVar(&o.pprof, "pprof", false, "Save each controller's heap profile (<dir>/<name>.heap, for 'go tool pprof') when all VMs are Ready, and the harness's own CPU profile (simulators, watch) until then (<dir>/harness.cpu)")
 	flag.Parse()
 	for _, f := range []struct {
 		name  string

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -402,6 +403,8 @@ func (b *bench) measure(ctx context.Context) error {
 	rec := b.startRecording(ctx, start)
 	// On an early return the sampling must end too; stop is idempotent.
 	defer rec.stop()
+	stopCPUProfile := b.startCPUProfile()
+	defer stopCPUProfile()
 	if err := b.eachVM(ctx, func(ctx context.Context, vm client.Object) error { return b.client.Create(ctx, vm) }); err != nil {
 		return fmt.Errorf("failed to create the VMs: %w", err)
 	}
@@ -420,6 +423,7 @@ func (b *bench) measure(ctx context.Context) error {
 		u := b.ready.usage[p.Name]
 		logf("%s: %.1f CPU s, peak RSS %d MiB", p.Name, u.CPU.Seconds(), u.PeakRSS/mib)
 	}
+	stopCPUProfile()
 	b.saveHeapProfiles(ctx)
 	logf("Letting the system settle for %s", b.o.settle)
 	if err := sleep(ctx, b.o.settle); err != nil {
@@ -569,6 +573,29 @@ func (b *bench) saveHeapProfiles(ctx context.Context) {
 		}
 		logf("Heap profile of %s: %s", name, path)
 	}
+}
+
+// startCPUProfile profiles the harness process itself (the simulators and the VM
+// watch) from the first create until all are Ready, with -pprof, into
+// <dir>/harness.cpu; the function it returns ends the profile and may be called again.
+func (b *bench) startCPUProfile() func() {
+	if !b.o.pprof {
+		return func() {}
+	}
+	path := filepath.Join(b.o.dir, "harness.cpu")
+	f, err := os.Create(path) //nolint:gosec // a profile path in the benchmark's own folder
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		logf("Warning: no CPU profile of the harness: %v", err)
+		return func() {}
+	}
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		logf("CPU profile of the harness (simulators, watch): %s", path)
+	})
 }
 
 // download saves the body of a GET of url to path.

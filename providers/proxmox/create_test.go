@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,16 +158,24 @@ func TestConcurrentCreatesGetDistinctVMIDs(t *testing.T) {
 	// Each clone request is answered after a pause, as a loaded PVE answers.
 	sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) { o.ForkDelay = 200 * time.Millisecond })
 	d := newDriver(sim)
-	var inFlight, most atomic.Int32
+	var (
+		mu             sync.Mutex
+		inFlight, most int
+	)
 	d.wrapTransport = func(next http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/clone") {
 				return next.RoundTrip(r)
 			}
-			now := inFlight.Add(1)
-			defer inFlight.Add(-1)
-			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
-			}
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+			}()
 			return next.RoundTrip(r)
 		})
 	}
@@ -210,8 +217,8 @@ func TestConcurrentCreatesGetDistinctVMIDs(t *testing.T) {
 	if asked, cloned := nextIDs.since(t), clones.since(t); cloned != n || asked != 1 {
 		t.Errorf("%d VMIDs asked for and %d clones requested for %d machines, want 1 and %d", asked, cloned, n, n)
 	}
-	if most.Load() < 2 {
-		t.Errorf("at most %d clone request in flight at once, want the workers' requests together", most.Load())
+	if most < 2 {
+		t.Errorf("at most %d clone request in flight at once, want the workers' requests together", most)
 	}
 }
 

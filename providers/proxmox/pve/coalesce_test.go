@@ -14,7 +14,7 @@ func TestCoalescedCallersShareTheNextListing(t *testing.T) {
 	c := newCoalesced[int]()
 	started, release := make(chan int), make(chan struct{})
 	runs := 0
-	list := func(context.Context) ([]int, error) {
+	list := func(context.Context) ([]int, error) { //nolint:unparam // the signature coalesced.do takes
 		runs++
 		n := runs
 		started <- n

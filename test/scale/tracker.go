@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -23,8 +24,8 @@ import (
 type tracker struct {
 	mu      sync.Mutex
 	backend map[string]string    // VM key → its backend label, for every VM that exists
-	seen    map[string]time.Time // VM key → when the watch first showed it: its creation
-	ready   map[string]time.Time // VM key → when it was first seen Ready
+	seen    map[string]time.Time // VM key → its creation (see stamp)
+	ready   map[string]time.Time // VM key → when it first became Ready (see stamp)
 	// readyNow holds the VMs whose last version in the watch is Ready, and changes
 	// every time one enters or leaves that set, so that the plot can draw how many
 	// were Ready at each moment, deletions included.
@@ -86,22 +87,37 @@ func (t *tracker) observe(obj any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.backend[key] = vm.Labels[backendLabel]
-	now := time.Now()
 	if _, ok := t.seen[key]; !ok {
-		t.seen[key] = now
+		t.seen[key] = stamp(vm.CreationTimestamp, time.Now())
 	}
 	if s := vm.Status.Scheduled; s.ProviderName != "" {
 		t.placed[key] = s.ProviderNamespace + "/" + s.ProviderName
 	}
-	isReady := meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.ReadyCondition)
-	if _, seen := t.ready[key]; !seen && isReady {
-		t.ready[key] = now
+	at := time.Now()
+	ready := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ReadyCondition)
+	isReady := ready != nil && ready.Status == metav1.ConditionTrue
+	if isReady {
+		at = stamp(ready.LastTransitionTime, at)
 	}
-	t.setReady(key, isReady, now)
+	if _, seen := t.ready[key]; !seen && isReady {
+		t.ready[key] = at
+	}
+	t.setReady(key, isReady, at)
 }
 
-// setReady records a change of whether the VM key is Ready; t.mu must be held, and
-// t.backend must still hold the VM.
+// stamp is the time ts says, or otherwise when it is unset. A VM's times are taken from
+// the object, its creation from the API server's clock and its Ready transition from
+// core's, both on this machine, rather than from when the watch delivers them: the
+// harness process, which also runs the simulators, can read its watch minutes late on
+// a loaded machine, and every VM would then look Ready at once. They have a second's
+// resolution.
+func stamp(ts metav1.Time, otherwise time.Time) time.Time {
+	if ts.IsZero() {
+		return otherwise
+	}
+	return ts.Time
+}
+
 func (t *tracker) setReady(key string, isReady bool, at time.Time) {
 	if t.readyNow[key] == isReady {
 		return

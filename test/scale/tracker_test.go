@@ -101,3 +101,25 @@ func TestTrackerCountsEntriesIntoAndExitsFromReady(t *testing.T) {
 		})
 	}
 }
+
+// A VM's creation and Ready times are the object's own, however late the watch shows
+// them: a watch read late must not make every VM look Ready at once.
+func TestTrackerTakesTimesFromTheObjectNotTheWatch(t *testing.T) {
+	created := time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC)
+	readyAt := created.Add(42 * time.Second)
+	v := &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{
+		Namespace: namespace, Name: "vm-1", Labels: map[string]string{backendLabel: "vsphere"}, CreationTimestamp: metav1.NewTime(created),
+	}}
+	v.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ReadyCondition, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(readyAt)}}
+	tr := newTracker()
+	tr.observe(v) // long after both, as a late watch delivers it
+	if got := tr.latencies()["vsphere"]; len(got) != 1 || got[0] != 42*time.Second {
+		t.Errorf("created → Ready %v, want [42s], the object's own times", got)
+	}
+	if got := tr.lastReadyBy(created)["vsphere"]; got != 42*time.Second {
+		t.Errorf("Ready %v after the start, want 42s", got)
+	}
+	if ch := tr.readyChanges(); len(ch) != 1 || !ch[0].at.Equal(readyAt) {
+		t.Errorf("Ready changes %+v, want one at the condition's transition", ch)
+	}
+}

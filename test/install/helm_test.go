@@ -141,6 +141,7 @@ var chartCases = []chartCase{
 	{name: "Proxmox provider", set: []string{"providers.proxmox.enabled=true"}, overlays: []string{"config/default", "config/providers/proxmox"}},
 	{name: "a vSphere provider shard", set: []string{"providers.vsphere.enabled=true", "providers.vsphere.shards[0].name=dc1", "providers.vsphere.shards[0].selector=site=dc1"},
 		overlays: []string{"config/default", "config/providers/shard-example"}},
+	{name: "two core shards", set: []string{"controller.shards=2"}, overlays: []string{"config/core-shards"}},
 	{
 		name:     "every provider, with user-data Secrets in a user's namespace",
 		set:      []string{"providers.vsphere.enabled=true", "providers.libvirt.enabled=true", "providers.proxmox.enabled=true", "providers.secretNamespaces={" + userNamespace + "}"},

@@ -11,6 +11,10 @@ import (
 // ProviderClass is the provider class this driver serves.
 const ProviderClass = "vsphere"
 
+// StatusBlock is the machine status block the driver's details are written to,
+// status.vsphere (infrav1.VSphereStatus).
+const StatusBlock = "vsphere"
+
 // Defaults of the Driver's options.
 const (
 	// DefaultKeepAlive is how often an idle session is kept alive: well under vCenter's
@@ -80,5 +84,5 @@ var MachineKind = infrav1.GroupVersion.WithKind("VSphereMachine")
 
 // Config describes the vSphere provider to providersdk.Setup, with a Driver made from opts.
 func Config(opts ...Option) providersdk.Config {
-	return providersdk.Config{Class: ProviderClass, MachineKind: MachineKind, Driver: NewDriver(opts...), StatusBlock: "vsphere"}
+	return providersdk.Config{Class: ProviderClass, MachineKind: MachineKind, Driver: NewDriver(opts...), StatusBlock: StatusBlock}
 }

@@ -56,8 +56,23 @@ func vmName(namespace, name string) string {
 }
 
 // findVM finds the machine's VM by its instance UUID, the machine's UID; nil when there
-// is none.
+// is none. Where the machine's status records the VM's reference, it reads that VM
+// alone and takes it when its instance UUID is the machine's: one call instead of a
+// search and a read. Otherwise (none recorded, the reference gone or now another VM's)
+// it searches vCenter's index, as before. A recorded reference is only a hint: the
+// instance UUID decides, as the search would.
 func (s *session) findVM(ctx context.Context, m *providersdk.Machine) (*vcenter.VM, error) {
+	var st infrav1.VSphereStatus
+	if m.Object != nil && m.StatusField(StatusBlock, &st) == nil && st.MoRef != "" {
+		vm, err := s.vc.ReadVM(ctx, vcenter.Ref{Type: "VirtualMachine", Value: st.MoRef})
+		switch {
+		case err == nil && vm.InstanceUUID == string(m.UID):
+			return vm, nil
+		case providersdk.IsUnreachable(err) || providersdk.IsUnauthorized(err):
+			return nil, err // the search would fail alike
+		}
+		// Gone, another VM's, or a reference vCenter refuses: the search decides.
+	}
 	vm, err := s.vc.FindVM(ctx, string(m.UID))
 	if vcenter.IsNotFound(err) {
 		return nil, nil

@@ -496,3 +496,55 @@ func TestAVMNamedByTheOldSchemeIsStillTheMachines(t *testing.T) {
 		t.Errorf("Observe after the rename = %+v, want the VM %s found by its instance UUID", o, ref.Value)
 	}
 }
+
+// A machine whose status records its VM's reference is observed with one read of that
+// VM. A reference that is gone, names another VM or that vCenter refuses (the status
+// is only a hint, and anyone who can write it is not trusted) sends Observe to the
+// search by instance UUID, which finds the machine's own VM.
+func TestObserveReadsTheRecordedVMAlone(t *testing.T) {
+	sim := vspheretest.Start(t)
+	s := connect(t, sim, NewDriver())
+	made := func(uid string) (*providersdk.Machine, string) {
+		m := newMachine(uid)
+		res, err := afterObserve(s, m, s.Create)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s, m, res.Task)
+		return m, theVM(t, sim, uid).Self.Value
+	}
+	m, mine := made("6c1f8e1f-2d9b-4b63-8b66-1d4d1c2f1b01")
+	_, others := made("7d2a9f20-2d9b-4b63-8b66-1d4d1c2f1b02")
+	search := map[string]float64{"RetrievePropertiesEx": 1, "FindByUuid": 1}
+	tests := []struct {
+		name  string
+		moRef string
+		want  map[string]float64
+	}{
+		{name: "none recorded: the search", want: search},
+		{name: "the machine's VM: one read", moRef: mine, want: map[string]float64{"RetrievePropertiesEx": 1}},
+		{name: "another machine's VM: the search", moRef: others, want: map[string]float64{"RetrievePropertiesEx": 2, "FindByUuid": 1}},
+		{name: "a VM that is gone: the search", moRef: "vm-999999", want: map[string]float64{"RetrievePropertiesEx": 2, "FindByUuid": 1}},
+		{name: "a reference vCenter refuses: the search", moRef: "vm-1'><x/>", want: map[string]float64{"RetrievePropertiesEx": 2, "FindByUuid": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status := map[string]any{}
+			if tt.moRef != "" {
+				status[StatusBlock] = map[string]any{"moRef": tt.moRef}
+			}
+			m.Object.Object["status"] = status
+			before := backendCalls()
+			o, err := s.Observe(context.Background(), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := o.Details.(*infrav1.VSphereStatus); !o.Exists || d.MoRef != mine {
+				t.Errorf("Observe found %+v, want the machine's VM %s", o.Details, mine)
+			}
+			if diff := cmp.Diff(tt.want, callsSince(before)); diff != "" {
+				t.Errorf("vCenter calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

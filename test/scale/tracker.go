@@ -163,13 +163,6 @@ func (t *tracker) placements() map[string]int {
 	return n
 }
 
-// count is how many VMs exist.
-func (t *tracker) count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.backend)
-}
-
 // readyCount is how many VMs have been Ready.
 func (t *tracker) readyCount() int {
 	t.mu.Lock()

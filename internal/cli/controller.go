@@ -55,9 +55,10 @@ func (f *coreShardFlags) bind(fs *pflag.FlagSet) {
 
 func newControllerCommand() *cobra.Command {
 	var (
-		mf     managerFlags
-		sf     coreShardFlags
-		events string
+		mf      managerFlags
+		sf      coreShardFlags
+		events  string
+		workers int
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -76,7 +77,7 @@ func newControllerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := wiring.SetupCore(cmd.Context(), mgr, policy, shard); err != nil {
+			if err := wiring.SetupCore(cmd.Context(), mgr, wiring.Core{Events: policy, Shard: shard, Workers: workers}); err != nil {
 				return err
 			}
 			return mgr.Start(cmd.Context())
@@ -87,6 +88,8 @@ func newControllerCommand() *cobra.Command {
 	cmd.Flags().StringVar(&events, "events", string(virtualmachine.EventsTransitions),
 		"Which Events to record on VirtualMachines: all (every lifecycle step: placement, machine created and deleted, its progress), "+
 			"transitions (phase changes, Warnings, resizes, restarts, migrations, releases: one Event from creation to Running) or none; each Event is one API write")
+	cmd.Flags().IntVar(&workers, "workers", wiring.DefaultCoreWorkers,
+		"How many VirtualMachines to reconcile at once; a reconcile mostly waits on the API server")
 	return cmd
 }
 

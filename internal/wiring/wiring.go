@@ -5,6 +5,7 @@
 package wiring
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -30,10 +31,25 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// SetupCore registers the core controller with mgr, recording the Events events allows
-// and serving the namespaces of shard (registered with mgr; every namespace when nil).
-// Give the Reconciler any new dependency (a Recorder, options) here.
-func SetupCore(ctx context.Context, mgr ctrl.Manager, events virtualmachine.EventPolicy, shard *virtualmachine.Shard) error {
+// DefaultCoreWorkers is how many VirtualMachines the core controller reconciles at once
+// by default. A reconcile spends its time waiting on the API server, not computing.
+const DefaultCoreWorkers = 10
+
+// Core is how the core controller runs.
+type Core struct {
+	// Events is which Events it records.
+	Events virtualmachine.EventPolicy
+	// Shard is the namespaces it serves (registered with the manager); every namespace
+	// when nil.
+	Shard *virtualmachine.Shard
+	// Workers is how many VirtualMachines it reconciles at once; DefaultCoreWorkers when 0.
+	Workers int
+}
+
+// SetupCore registers the core controller with mgr, run as c says. Give the Reconciler
+// any new dependency (a Recorder, options) here.
+func SetupCore(ctx context.Context, mgr ctrl.Manager, c Core) error {
+	events, shard := c.Events, c.Shard
 	if shard != nil {
 		// Uncached: the shards' Leases are few and listed at most every
 		// sharding.DefaultListTTL.
@@ -42,7 +58,7 @@ func SetupCore(ctx context.Context, mgr ctrl.Manager, events virtualmachine.Even
 			return fmt.Errorf("failed to register the core shard: %w", err)
 		}
 	}
-	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient(), Events: events, Shard: shard}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 10}); err != nil {
+	if err := (&virtualmachine.Reconciler{Client: mgr.GetClient(), Events: events, Shard: shard}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: cmp.Or(c.Workers, DefaultCoreWorkers)}); err != nil {
 		return fmt.Errorf("failed to set up the VirtualMachine controller: %w", err)
 	}
 	return nil

@@ -36,6 +36,8 @@ type options struct {
 	// kubeconfigFlag passes --kubeconfig, which makes client-go limit each process to
 	// its default 5 requests per second with a burst of 10.
 	kubeconfigFlag bool
+	// coreWorkers is core's --workers; the binary's default when 0.
+	coreWorkers int
 	// gomemlimit is each controller process's GOMEMLIMIT; none when empty.
 	gomemlimit string
 	// pprof saves each controller's heap profile to dir when all VMs are Ready.
@@ -68,6 +70,7 @@ func main() {
 	flag.IntVar(&o.coreShards, "core-shards", 1, "Run this many core processes ('controller --shard-count K --shard-index i'), the VMs spread over max(16, 4K) namespaces; 1 runs one unsharded core")
 	flag.IntVar(&o.providerShards, "provider-shards", 1, "Split the vSphere and the Proxmox VE backend each into this many Providers on its one simulator, each served by a provider process of its own ('--provider-selector'); libvirt keeps one")
 	flag.BoolVar(&o.direct, "direct", true, "After the run, make the same creations with each backend's client library, for the ratio to the direct path")
+	flag.IntVar(&o.coreWorkers, "core-workers", 0, "The core controller's --workers (VMs reconciled at once); the binary's default when 0")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "Each controller process's GOMEMLIMIT (e.g. 150MiB), as the manifests set it from the container's memory limit; none when empty")
 	flag.BoolVar(&o.pprof, "pprof", false, "Save each controller's heap profile (<dir>/<name>.heap, for 'go tool pprof') when all VMs are Ready, and the harness's own CPU profile (simulators, watch) until then (<dir>/harness.cpu)")
 	flag.Parse()

@@ -236,6 +236,9 @@ func (b *bench) startControllers(bin string) error {
 	if b.o.events != "" {
 		core = append(core, "--events", b.o.events)
 	}
+	if b.o.coreWorkers > 0 {
+		core = append(core, "--workers", strconv.Itoa(b.o.coreWorkers))
+	}
 	for i := range b.o.coreShards {
 		name, args := coreProcess(i, b.o.coreShards, core)
 		p, err := b.startController(bin, name, args)

@@ -54,7 +54,7 @@ func newDevCommand() *cobra.Command {
 				return fmt.Errorf("failed to create the manager: %w", err)
 			}
 			// A local playground shows every lifecycle step as an Event.
-			if err := wiring.SetupCore(cmd.Context(), mgr, virtualmachine.EventsAll, nil); err != nil {
+			if err := wiring.SetupCore(cmd.Context(), mgr, wiring.Core{Events: virtualmachine.EventsAll}); err != nil {
 				return err
 			}
 			for _, config := range backends.ProviderConfigs() {

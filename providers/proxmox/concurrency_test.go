@@ -35,7 +35,7 @@ func TestAVMIDRaceLostInTheTaskClonesAgainOnANewVMID(t *testing.T) {
 		o.TaskDelays = map[string]time.Duration{"qmclone": 1500 * time.Millisecond}
 	})
 	ctx := context.Background()
-	other := connect(t, sim, newDriver(sim)) // another client: it does not share the driver's VMID lock
+	other := connect(t, sim, newDriver(sim)) // another client: it does not share the driver's VMID pool
 	next, err := other.api.NextVMID(ctx)
 	if err != nil {
 		t.Fatal(err)

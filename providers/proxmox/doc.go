@@ -96,9 +96,10 @@
 // template is elsewhere, which PVE allows only from shared storage) and, for a full
 // clone, onto the first disk's storage. Its VMID is the next free one PVE names, which
 // reserves nothing: PVE reserves the VMID when it answers the clone request. So the
-// driver's workers take turns per cluster from asking for it until the clone request is
-// answered, and never get the same VMID; a clone refused because another client of the
-// cluster took the VMID meanwhile asks again. PVE decides the race in the clone's
+// driver's workers take VMIDs from one pool per cluster, which asks PVE once and counts
+// up past the VMIDs still in flight, and never get the same VMID; a clone refused
+// because another client of the cluster took the VMID meanwhile takes another, and the
+// pool asks PVE again. PVE decides the race in the clone's
 // worker too: a clone task that fails because another request's worker had the VMID
 // first ("can't lock file '/var/lock/qemu-server/lock-<vmid>.conf' - got timeout", or
 // "unable to create VM <vmid>: config file already exists") left no VM, so the

@@ -17,7 +17,6 @@ func (r *Reconciler) addFinalizer(ctx context.Context, u *unstructured.Unstructu
 	if err := r.client.Patch(ctx, u, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("failed to add finalizer: %w", err)
 	}
-	r.written.wrote(u)
 	return nil
 }
 
@@ -32,7 +31,5 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, u *unstructured.Unstru
 	if err := r.client.Patch(ctx, u, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("failed to remove finalizer: %w", err))
 	}
-	// Other finalizers may hold the machine a while yet.
-	r.written.wrote(u)
 	return nil
 }

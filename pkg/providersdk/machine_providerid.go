@@ -25,7 +25,6 @@ func (r *Reconciler) writeProviderID(ctx context.Context, s *scope, id string) e
 	if err := r.client.Patch(ctx, u, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("failed to write spec.providerID: %w", err)
 	}
-	r.written.wrote(u)
 	// Writing the spec advanced the generation; the status describes the new one.
 	s.machine.Generation = u.GetGeneration()
 	return nil

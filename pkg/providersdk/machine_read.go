@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -72,4 +73,52 @@ func (w *writtenVersions) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.rv, key)
+}
+
+// recordingClient is the client the Reconciler writes through. After each successful
+// write of a machine of its kind it records the machine's new resourceVersion, which
+// readMachine compares the cache with: recording at the client, not at each write
+// site, means a write added later cannot forget to.
+type recordingClient struct {
+	client.Client
+	gvk     schema.GroupVersionKind
+	written *writtenVersions
+}
+
+// Patch patches obj and records its resourceVersion when obj is a machine.
+func (c recordingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	return c.record(obj, c.Client.Patch(ctx, obj, patch, opts...))
+}
+
+// Update updates obj and records its resourceVersion when obj is a machine.
+func (c recordingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	return c.record(obj, c.Client.Update(ctx, obj, opts...))
+}
+
+// Status returns the status writer, recording as the client does.
+func (c recordingClient) Status() client.SubResourceWriter {
+	return recordingStatusWriter{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+func (c recordingClient) record(obj client.Object, err error) error {
+	if err == nil && obj.GetObjectKind().GroupVersionKind() == c.gvk {
+		c.written.wrote(obj)
+	}
+	return err
+}
+
+// recordingStatusWriter is recordingClient's status writer.
+type recordingStatusWriter struct {
+	client.SubResourceWriter
+	c recordingClient
+}
+
+// Patch patches obj's status and records its resourceVersion when obj is a machine.
+func (w recordingStatusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	return w.c.record(obj, w.SubResourceWriter.Patch(ctx, obj, patch, opts...))
+}
+
+// Update updates obj's status and records its resourceVersion when obj is a machine.
+func (w recordingStatusWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	return w.c.record(obj, w.SubResourceWriter.Update(ctx, obj, opts...))
 }

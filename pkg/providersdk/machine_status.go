@@ -208,7 +208,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope, lock bool) error
 	if err := r.client.Status().Patch(ctx, u, client.MergeFromWithOptions(orig, opts...)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("failed to patch machine status: %w", err))
 	}
-	r.written.wrote(u)
 	s.before = *s.status.DeepCopy()
 	return nil
 }

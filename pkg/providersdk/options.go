@@ -19,13 +19,14 @@ type Option func(*Reconciler)
 // NewReconciler returns a Reconciler for machines of kind gvk, backed by driver and
 // reading and writing through c. The defaults are set first; opts then change them.
 func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, opts ...Option) *Reconciler {
+	written := newWrittenVersions()
 	r := &Reconciler{
-		client:      c,
+		client:      recordingClient{Client: c, gvk: gvk, written: written},
 		reader:      c,
 		capi:        c,
 		machines:    c,
 		live:        c,
-		written:     newWrittenVersions(),
+		written:     written,
 		gvk:         gvk,
 		class:       strings.ToLower(strings.TrimSuffix(gvk.Kind, "Machine")),
 		finalizer:   contract.Finalizer(gvk.GroupKind()),

@@ -23,7 +23,7 @@ help: ## Show this help.
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the Go types and markers, and the chart's copies (CRDs, RBAC, alerts, dashboard).
-	$(CONTROLLER_GEN) object paths=./api/... paths=./test/provider/api/...
+	$(CONTROLLER_GEN) object paths=./api/... paths=./pkg/contract/... paths=./test/provider/api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) crd paths=./test/provider/api/... output:crd:dir=test/provider/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=banlieue-controller paths=./internal/... output:rbac:dir=config/rbac
@@ -40,9 +40,9 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale (run `make generate` and commit).
-	@if ! git diff --quiet -- api config test/provider charts docs/reference || [ -n "$$(git ls-files --others --exclude-standard -- api config test/provider charts docs/reference)" ]; then \
+	@if ! git diff --quiet -- api pkg/contract config test/provider charts docs/reference || [ -n "$$(git ls-files --others --exclude-standard -- api pkg/contract config test/provider charts docs/reference)" ]; then \
 		echo "Generated files are stale; run 'make generate' and commit the result:"; \
-		git status --short -- api config test/provider charts docs/reference; exit 1; fi
+		git status --short -- api pkg/contract config test/provider charts docs/reference; exit 1; fi
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
 	"github.com/banlieue/banlieue/internal/wiring"
-	"github.com/banlieue/banlieue/pkg/contract"
 	"github.com/banlieue/banlieue/pkg/sharding"
 )
 
@@ -73,7 +72,7 @@ func newControllerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			mgr, err := mf.newManager(sf.leaderID(), withTransform(contract.TrimStatus("task")), withTransform(shard.TrimOthers))
+			mgr, err := mf.newManager(sf.leaderID(), withTransform(shard.TrimOthers))
 			if err != nil {
 				return err
 			}
@@ -94,12 +93,10 @@ func newControllerCommand() *cobra.Command {
 }
 
 // withTransform adds t to the cache's transforms, after those it has. The core controller
-// trims its cache so: of each infrastructure machine it keeps only what core reads
-// (contract.TrimStatus: contract.Spec, contract.Status less status.task; at thousands of
-// VMs, the backends' status blocks were most of core's memory), and of the VMs and
-// machines of other shards' namespaces only what placement counts (Shard.TrimOthers).
-// Only a process that runs core alone may: a provider reads the task and its block from
-// the same cache.
+// trims its cache so: of the VMs of other shards' namespaces it keeps only what
+// placement counts (Shard.TrimOthers; the caches of infrastructure machines, core's
+// own, are trimmed so too). Only a process that runs core alone may: another controller
+// sharing the cache could read those VMs whole.
 func withTransform(t toolscache.TransformFunc) func(cache.Options) cache.Options {
 	return func(opts cache.Options) cache.Options {
 		before := opts.DefaultTransform

@@ -2,12 +2,9 @@ package contract
 
 import (
 	"fmt"
-	"reflect"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -107,71 +104,4 @@ func ProviderRef(u *unstructured.Unstructured) infrav1.ProviderRef {
 	ns, _, _ := unstructured.NestedString(u.Object, "spec", "providerRef", "namespace")
 	name, _, _ := unstructured.NestedString(u.Object, "spec", "providerRef", "name")
 	return infrav1.ProviderRef{Namespace: ns, Name: name}
-}
-
-// Condition reads the machine's status condition of type t: its status, reason,
-// message and observedGeneration (lastTransitionTime is left zero, which no caller
-// compares). It returns nil when the machine has no such condition, and an error when
-// status.conditions is not a list of objects. It reads the fields in place, without a
-// conversion of the whole status: core calls it for every machine update it sees.
-func Condition(u *unstructured.Unstructured, t string) (*metav1.Condition, error) {
-	conditions, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
-	if err != nil {
-		return nil, fmt.Errorf("%s %s/%s: status.conditions is not a list: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
-	}
-	for _, c := range conditions {
-		m, ok := c.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("%s %s/%s: a status condition is a %T, not an object", u.GetKind(), u.GetNamespace(), u.GetName(), c)
-		}
-		if m["type"] != t {
-			continue
-		}
-		cond := &metav1.Condition{Type: t}
-		status, _ := m["status"].(string)
-		cond.Status = metav1.ConditionStatus(status)
-		cond.Reason, _ = m["reason"].(string)
-		cond.Message, _ = m["message"].(string)
-		cond.ObservedGeneration, _, _ = unstructured.NestedInt64(m, "observedGeneration")
-		return cond, nil
-	}
-	return nil, nil
-}
-
-// statusFields are the JSON names of MachineStatus's fields: the status every machine
-// kind shares, which Status reads.
-var statusFields = func() map[string]bool {
-	out := map[string]bool{}
-	t := reflect.TypeFor[infrav1.MachineStatus]()
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-			out[name] = true
-		}
-	}
-	return out
-}()
-
-// TrimStatus is a cache transform (controller-runtime's cache.Options.DefaultTransform)
-// for a reader that reads machines through Spec and Status alone: from the status of
-// each infrastructure machine it removes the backend's own block (status.vsphere, say)
-// and the shared fields drop names, so that a cache of thousands of machines holds only
-// what its reader looks at. Other objects pass unchanged. A cache so trimmed must not
-// be the base of a status update of the machine.
-func TrimStatus(drop ...string) func(any) (any, error) {
-	return func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || u.GroupVersionKind().Group != infrav1.GroupVersion.Group {
-			return obj, nil
-		}
-		status, ok := u.Object["status"].(map[string]any)
-		if !ok {
-			return obj, nil
-		}
-		for k := range status {
-			if !statusFields[k] || slices.Contains(drop, k) {
-				delete(status, k)
-			}
-		}
-		return u, nil
-	}
 }

@@ -146,38 +146,3 @@ func TestOnlyProviderIDChanged(t *testing.T) {
 		})
 	}
 }
-
-func TestTrimStatusKeepsTheSharedStatusButWhatItDrops(t *testing.T) {
-	machine := func() *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": infrav1.GroupVersion.String(), "kind": "VSphereMachine",
-			"metadata": map[string]any{"name": "web", "namespace": "team-a"},
-			"spec":     map[string]any{"providerID": "vsphere://1"},
-			"status": map[string]any{
-				"conditions": []any{map[string]any{"type": "Ready", "status": "True"}},
-				"powerState": "PoweredOn",
-				"task":       map[string]any{"ref": "task-1", "operation": "Clone"},
-				"vsphere":    map[string]any{"moRef": "vm-42"},
-			},
-		}}
-	}
-	got, err := TrimStatus("task")(machine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := machine()
-	want.Object["status"] = map[string]any{
-		"conditions": []any{map[string]any{"type": "Ready", "status": "True"}},
-		"powerState": "PoweredOn",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("trimmed machine (-want +got):\n%s", diff)
-	}
-
-	// Another group's object passes as it is.
-	other := machine()
-	other.SetAPIVersion("cluster.x-k8s.io/v1beta2")
-	if got, _ := TrimStatus("task")(other.DeepCopy()); !cmp.Equal(got, other) {
-		t.Errorf("an object of another group was changed: %v", got)
-	}
-}

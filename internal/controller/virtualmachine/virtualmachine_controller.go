@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
@@ -19,12 +18,10 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 )
@@ -45,16 +42,15 @@ type Reconciler struct {
 	// namespace, unregistered, when nil.
 	Shard *Shard
 
-	// machines reads infrastructure machines, as unstructured, from the cache.
-	machines cache.Cache
-	// live reads from the API server, for the few reads the cache may be behind on.
-	live       client.Reader
+	mgr        ctrl.Manager
 	scheme     *runtime.Scheme
 	mapper     meta.RESTMapper
 	controller controller.Controller
 
-	mu      sync.Mutex
-	watched map[schema.GroupVersionKind]bool
+	mu sync.Mutex
+	// kinds are the infrastructure machine kinds met so far, each read and watched
+	// through its own cache (machineKind).
+	kinds map[schema.GroupVersionKind]*machineKind
 
 	metrics vmMetrics
 }
@@ -75,11 +71,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err := setupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	r.machines = mgr.GetCache()
-	r.live = mgr.GetAPIReader()
+	r.mgr = mgr
 	r.scheme = mgr.GetScheme()
 	r.mapper = mgr.GetRESTMapper()
-	r.watched = map[schema.GroupVersionKind]bool{}
+	r.kinds = map[schema.GroupVersionKind]*machineKind{}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("banlieue-core")
 	}
@@ -95,25 +90,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		return fmt.Errorf("failed to build the VirtualMachine controller: %w", err)
 	}
 	r.controller = c
-	return nil
-}
-
-// watchMachines makes sure the controller watches infrastructure machines of kind gvk.
-func (r *Reconciler) watchMachines(gvk schema.GroupVersionKind) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.watched[gvk] {
-		return nil
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	err := r.controller.Watch(source.Kind[client.Object](r.machines, u,
-		handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner()),
-		machineChanged()))
-	if err != nil {
-		return fmt.Errorf("failed to watch %s: %w", gvk, err)
-	}
-	r.watched[gvk] = true
 	return nil
 }
 

@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -32,7 +32,9 @@ type scope struct {
 	before *banlieuev1.VirtualMachine
 
 	// machine is the VM's infrastructure machine, nil when it does not exist.
-	machine *unstructured.Unstructured
+	machine *contract.Machine
+	// machines are the machines of its kind; set with machine.
+	machines *machineKind
 	// migrating is set while an old machine is removed before the VM moves.
 	migrating bool
 	// movedFrom is the Provider ("namespace/name") the VM left in this reconcile, once
@@ -371,28 +373,30 @@ func (r *Reconciler) machineGVK(vm *banlieuev1.VirtualMachine) (schema.GroupVers
 	return m.GroupVersionKind, nil
 }
 
-// getMachine reads the VM's infrastructure machine into s.machine, or nil when it is gone.
+// getMachine reads the VM's infrastructure machine, of kind gvk, from the cache into
+// s.machine, or nil when it is gone.
 func (r *Reconciler) getMachine(ctx context.Context, s *scope, gvk schema.GroupVersionKind) error {
-	if err := r.watchMachines(gvk); err != nil {
+	k, err := r.machineKind(ctx, gvk)
+	if err != nil {
 		return err
 	}
-	return r.readMachine(ctx, r.machines, s, gvk)
+	s.machines = k
+	return readMachine(ctx, k.client, s)
 }
 
 // readMachine reads the VM's infrastructure machine with reader into s.machine, or nil
 // when it does not exist.
-func (r *Reconciler) readMachine(ctx context.Context, reader client.Reader, s *scope, gvk schema.GroupVersionKind) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	err := reader.Get(ctx, client.ObjectKey{Namespace: s.vm.Namespace, Name: s.vm.Status.InfrastructureRef.Name}, u)
+func readMachine(ctx context.Context, reader client.Reader, s *scope) error {
+	m := s.machines.newMachine()
+	err := reader.Get(ctx, client.ObjectKey{Namespace: s.vm.Namespace, Name: s.vm.Status.InfrastructureRef.Name}, m)
 	switch {
 	case apierrors.IsNotFound(err):
 		s.machine = nil
 		return nil
 	case err != nil:
-		return fmt.Errorf("failed to get %s %s: %w", gvk.Kind, s.vm.Status.InfrastructureRef.Name, err)
+		return fmt.Errorf("failed to get %s %s: %w", s.machines.gvk.Kind, s.vm.Status.InfrastructureRef.Name, err)
 	}
-	s.machine = u
+	s.machine = m
 	return nil
 }
 
@@ -409,24 +413,25 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 		// The reconcile that follows the placement's own status write usually finds a
 		// cache that has not seen the machine created a moment ago; a read costs the API
 		// server less than applying the machine a second time.
-		if err := r.readMachine(ctx, r.live, s, gvk); err != nil {
+		if err := readMachine(ctx, s.machines.live, s); err != nil {
 			return err
 		}
 	}
 	if s.machine != nil && !metav1.IsControlledBy(s.machine, vm) {
 		return fmt.Errorf("%s %s exists and is not controlled by this VirtualMachine; delete or rename it", gvk.Kind, s.machine.GetName())
 	}
-	if err := r.markPaused(ctx, s.machine, false); err != nil {
+	if err := r.markPaused(ctx, s, false); err != nil {
 		return err
 	}
-	desired, err := contract.NewMachine(gvk, vm.Namespace, vm.Name, machineSpec(vm, d, class, image))
+	spec := machineSpec(vm, d, class, image)
+	desired, err := contract.NewMachine(gvk, vm.Namespace, vm.Name, spec)
 	if err != nil {
 		return err
 	}
 	if err := controllerutil.SetControllerReference(vm, desired, r.scheme); err != nil {
 		return fmt.Errorf("failed to set the machine's owner: %w", err)
 	}
-	if s.machine == nil || !equality.Semantic.DeepDerivative(desired.Object["spec"], s.machine.Object["spec"]) {
+	if s.machine == nil || !equality.Semantic.DeepDerivative(spec, s.machine.Spec) {
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("failed to apply %s %s: %w", gvk.Kind, vm.Name, err)
 		}
@@ -441,7 +446,11 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 			ctrl.LoggerFrom(ctx).Info("Created infrastructure machine", gvk.Kind, klog.KRef(vm.Namespace, vm.Name),
 				"Provider", klog.KRef(d.ProviderNamespace, d.ProviderName))
 		}
-		s.machine = desired
+		applied := s.machines.newMachine()
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(desired.Object, applied); err != nil {
+			return fmt.Errorf("failed to read the applied %s %s: %w", gvk.Kind, vm.Name, err)
+		}
+		s.machine = applied
 	}
 	return r.mirror(ctx, s)
 }
@@ -462,11 +471,13 @@ func (r *Reconciler) reconcilePaused(ctx context.Context, s *scope) error {
 	if err := r.getMachine(ctx, s, gvk); err != nil {
 		return err
 	}
-	return r.markPaused(ctx, s.machine, true)
+	return r.markPaused(ctx, s, true)
 }
 
-// markPaused sets or removes infrav1.PausedAnnotation on the machine m (nil: none yet).
-func (r *Reconciler) markPaused(ctx context.Context, m *unstructured.Unstructured, paused bool) error {
+// markPaused sets or removes infrav1.PausedAnnotation on the VM's machine (none yet:
+// nothing to mark).
+func (r *Reconciler) markPaused(ctx context.Context, s *scope, paused bool) error {
+	m := s.machine
 	if m == nil {
 		return nil
 	}
@@ -484,8 +495,8 @@ func (r *Reconciler) markPaused(ctx context.Context, m *unstructured.Unstructure
 		delete(a, infrav1.PausedAnnotation)
 	}
 	m.SetAnnotations(a)
-	if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("failed to mark %s %s paused=%t: %w", m.GetKind(), m.GetName(), paused, err))
+	if err := s.machines.client.Patch(ctx, m, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("failed to mark %s %s paused=%t: %w", s.machines.gvk.Kind, m.Name, paused, err))
 	}
 	return nil
 }
@@ -547,10 +558,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 			fmt.Sprintf("%s %s does not exist yet", vm.Status.InfrastructureRef.Kind, vm.Status.InfrastructureRef.Name))
 		return nil
 	}
-	status, err := contract.Status(s.machine)
-	if err != nil {
-		return err
-	}
+	status := *s.machine.Status.DeepCopy()
 	// What the machine says is written by its provider from the backend's answers; the
 	// VM's tenant reads it only sanitized, without the Provider's endpoint or Secret.
 	provider, err := r.scheduledProvider(ctx, vm)
@@ -560,7 +568,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *scope) error {
 	for i := range status.Conditions {
 		status.Conditions[i].Message = placement.Sanitize(provider, status.Conditions[i].Message)
 	}
-	vm.Status.ProviderID = contract.ProviderID(s.machine)
+	vm.Status.ProviderID = s.machine.Spec.ProviderID
 	vm.Status.Addresses = status.Addresses
 	vm.Status.Initialization = banlieuev1.Initialization{Provisioned: status.Initialization.Provisioned}
 	vm.Status.ObservedPowerState = status.PowerState
@@ -660,11 +668,11 @@ func (r *Reconciler) deleteMachine(ctx context.Context, s *scope) (bool, error) 
 	if s.migrating {
 		policy = banlieuev1.DeletionPolicyDelete
 	}
-	if err := r.setDeletionPolicy(ctx, s.machine, policy); err != nil {
+	if err := setDeletionPolicy(ctx, s, policy); err != nil {
 		return false, err
 	}
 	if s.machine.GetDeletionTimestamp().IsZero() {
-		if err := r.Client.Delete(ctx, s.machine); err != nil && !apierrors.IsNotFound(err) {
+		if err := s.machines.client.Delete(ctx, s.machine); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("failed to delete %s %s: %w", gvk.Kind, s.machine.GetName(), err)
 		}
 		r.event(vm, corev1.EventTypeNormal, banlieuev1.VirtualMachineMachineDeletingReason, "Delete", "Deleting %s %s", gvk.Kind, s.machine.GetName())
@@ -681,19 +689,18 @@ func deletionPolicy(vm *banlieuev1.VirtualMachine) banlieuev1.DeletionPolicy {
 	return vm.Spec.DeletionPolicy
 }
 
-// setDeletionPolicy makes the machine m carry policy in spec.deletionPolicy (unset
+// setDeletionPolicy makes the VM's machine carry policy in spec.deletionPolicy (unset
 // reads as Delete), with one patch when it does not yet, also once it is being deleted.
-func (r *Reconciler) setDeletionPolicy(ctx context.Context, m *unstructured.Unstructured, policy banlieuev1.DeletionPolicy) error {
-	cur, _, _ := unstructured.NestedString(m.Object, "spec", "deletionPolicy")
-	if cur == string(policy) || (cur == "" && policy == banlieuev1.DeletionPolicyDelete) {
+func setDeletionPolicy(ctx context.Context, s *scope, policy banlieuev1.DeletionPolicy) error {
+	m := s.machine
+	cur := m.Spec.DeletionPolicy
+	if cur == policy || (cur == "" && policy == banlieuev1.DeletionPolicyDelete) {
 		return nil
 	}
 	before := m.DeepCopy()
-	if err := unstructured.SetNestedField(m.Object, string(policy), "spec", "deletionPolicy"); err != nil {
-		return fmt.Errorf("failed to set the deletionPolicy of %s %s: %w", m.GetKind(), m.GetName(), err)
-	}
-	if err := r.Client.Patch(ctx, m, client.MergeFrom(before), client.FieldOwner(FieldManager)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("failed to set the deletionPolicy of %s %s to %s: %w", m.GetKind(), m.GetName(), policy, err))
+	m.Spec.DeletionPolicy = policy
+	if err := s.machines.client.Patch(ctx, m, client.MergeFrom(before), client.FieldOwner(FieldManager)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("failed to set the deletionPolicy of %s %s to %s: %w", s.machines.gvk.Kind, m.Name, policy, err))
 	}
 	return nil
 }

@@ -11,13 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/contract"
 	"github.com/banlieue/banlieue/pkg/sharding"
 )
 
@@ -203,19 +203,8 @@ func (s *Shard) TrimOthers(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *banlieuev1.VirtualMachine:
 		return &banlieuev1.VirtualMachine{TypeMeta: o.TypeMeta, ObjectMeta: identity(o), Status: banlieuev1.VirtualMachineStatus{Scheduled: o.Status.Scheduled}}, nil
-	case *unstructured.Unstructured:
-		// Core reads only infrastructure machines as unstructured, of whatever group.
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(o.GroupVersionKind())
-		m := identity(o)
-		u.SetName(m.Name)
-		u.SetNamespace(m.Namespace)
-		u.SetUID(m.UID)
-		u.SetResourceVersion(m.ResourceVersion)
-		u.SetGeneration(m.Generation)
-		u.SetDeletionTimestamp(m.DeletionTimestamp)
-		u.SetOwnerReferences(m.OwnerReferences)
-		return u, nil
+	case *contract.Machine:
+		return &contract.Machine{TypeMeta: o.TypeMeta, ObjectMeta: identity(o)}, nil
 	}
 	return obj, nil
 }

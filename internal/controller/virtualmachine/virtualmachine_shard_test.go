@@ -8,13 +8,15 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/contract"
 	"github.com/banlieue/banlieue/pkg/sharding"
 )
 
@@ -154,18 +156,17 @@ func TestAShardCachesOfOtherNamespacesOnlyWhatPlacementCounts(t *testing.T) {
 		t.Errorf("another shard's VM lost its placement, which placement counts: %+v", vm.Status.Scheduled)
 	}
 
-	m := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"cpus": int64(2)}}}
-	m.SetAPIVersion("infrastructure.example.com/v1")
-	m.SetKind("ExampleMachine")
-	m.SetNamespace(theirs)
-	m.SetName("web")
-	m.SetOwnerReferences([]metav1.OwnerReference{{Name: "web", UID: "u1"}})
+	m := &contract.Machine{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "infrastructure.example.com/v1", Kind: "ExampleMachine"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: theirs, Name: "web", OwnerReferences: []metav1.OwnerReference{{Name: "web", UID: "u1"}}},
+		Spec:       infrav1.MachineSpec{Hardware: infrav1.MachineHardware{CPUs: 2}},
+	}
 	out, err := s.TrimOthers(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u := out.(*unstructured.Unstructured); u.Object["spec"] != nil || len(u.GetOwnerReferences()) != 1 || u.GetKind() != "ExampleMachine" {
-		t.Errorf("another shard's machine: %v, want its identity and owner only", u.Object)
+	if got := out.(*contract.Machine); !equality.Semantic.DeepEqual(got.Spec, infrav1.MachineSpec{}) || len(got.OwnerReferences) != 1 || got.Kind != "ExampleMachine" {
+		t.Errorf("another shard's machine: %+v, want its identity and owner only", got)
 	}
 }
 

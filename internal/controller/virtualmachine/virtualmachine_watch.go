@@ -2,18 +2,18 @@ package virtualmachine
 
 import (
 	"context"
-	"maps"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
 )
@@ -72,14 +72,28 @@ func providerChanged() predicate.Predicate {
 //   - one that only moves the machine from one step under way to another (see
 //     onlyProgressChanged): the VM, still not Ready and Provisioning, would write nothing
 //     new, and a reconcile is saved per step.
+//
+// What a backend adds to its machines never reaches it: core's cache holds the
+// contract's part alone (machineKind).
 func machineChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, okOld := e.ObjectOld.(*unstructured.Unstructured)
-			n, okNew := e.ObjectNew.(*unstructured.Unstructured)
-			return !okOld || !okNew || (!contract.OnlyProviderIDChanged(o, n) && !onlyProgressChanged(o, n))
+			o, okOld := e.ObjectOld.(*contract.Machine)
+			n, okNew := e.ObjectNew.(*contract.Machine)
+			return !okOld || !okNew || (!onlyProviderIDChanged(o, n) && !onlyProgressChanged(o, n))
 		},
 	}
+}
+
+// onlyProviderIDChanged reports whether spec.providerID is all that differs between two
+// versions of a machine, besides what every write changes (resourceVersion, generation).
+func onlyProviderIDChanged(o, n *contract.Machine) bool {
+	// Most updates are status writes, which leave the generation alone: they need no copy.
+	if o.Generation == n.Generation || o.Spec.ProviderID == n.Spec.ProviderID {
+		return false
+	}
+	return equality.Semantic.DeepEqual(without(o, func(m *contract.Machine) { m.Spec.ProviderID, m.Generation = "", 0 }),
+		without(n, func(m *contract.Machine) { m.Spec.ProviderID, m.Generation = "", 0 }))
 }
 
 // onlyProgressChanged reports whether two versions of a machine differ only in the step
@@ -87,11 +101,11 @@ func machineChanged() predicate.Predicate {
 // (or changes its message; a machine without one reads as MachineNotReady, as mirror
 // reads it), and status.task may change, which the VM does not read. Any other change
 // wakes the VM: a change of Ready's status, a failure reason, the generation, metadata
-// (deletion, annotations, owners), and every status field, mirrored (addresses,
-// initialization, powerState) or not (failureDomain, observedGeneration, other
-// conditions, the backend's block).
-func onlyProgressChanged(o, n *unstructured.Unstructured) bool {
-	if o.GetGeneration() != n.GetGeneration() {
+// (deletion, annotations, owners), and every status field of the contract, mirrored
+// (addresses, initialization, powerState) or not (failureDomain, observedGeneration,
+// other conditions).
+func onlyProgressChanged(o, n *contract.Machine) bool {
+	if o.Generation != n.Generation {
 		return false
 	}
 	was, wasReason, ok := machineReady(o)
@@ -102,69 +116,32 @@ func onlyProgressChanged(o, n *unstructured.Unstructured) bool {
 	if !ok || is != was || !inProgress(is, isReason) {
 		return false
 	}
-	return equality.Semantic.DeepEqual(withoutProgress(o), withoutProgress(n))
+	return equality.Semantic.DeepEqual(without(o, withoutProgress), without(n, withoutProgress))
 }
 
 // machineReady returns the status and reason of the machine's Ready condition, or
-// False and MachineNotReady when it has none; ok is false when its conditions do not
-// parse.
-func machineReady(u *unstructured.Unstructured) (status metav1.ConditionStatus, reason string, ok bool) {
-	c, err := contract.Condition(u, banlieuev1.ReadyCondition)
-	switch {
-	case err != nil:
-		return "", "", false
-	case c == nil:
+// False and MachineNotReady when it has none; ok is false when it has no status or
+// reason.
+func machineReady(m *contract.Machine) (status metav1.ConditionStatus, reason string, ok bool) {
+	c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ReadyCondition)
+	if c == nil {
 		return metav1.ConditionFalse, banlieuev1.VirtualMachineMachineNotReadyReason, true
 	}
 	return c.Status, c.Reason, c.Status != "" && c.Reason != ""
 }
 
-// withoutProgress returns the machine's object without what onlyProgressChanged lets
-// change: metadata.resourceVersion and managedFields, status.task and the Ready
-// condition, and status fields left empty. It copies maps and lists one level deep
-// only, and changes nothing of u.
-func withoutProgress(u *unstructured.Unstructured) map[string]any {
-	out := maps.Clone(u.Object)
-	if md, ok := out["metadata"].(map[string]any); ok {
-		md = maps.Clone(md)
-		delete(md, "resourceVersion")
-		delete(md, "managedFields")
-		out["metadata"] = md
-	}
-	status, ok := out["status"].(map[string]any)
-	if !ok {
-		return out
-	}
-	status = maps.Clone(status)
-	delete(status, "task")
-	if conditions, ok := status["conditions"].([]any); ok {
-		status["conditions"] = slices.DeleteFunc(slices.Clone(conditions), func(c any) bool {
-			m, ok := c.(map[string]any)
-			return ok && m["type"] == banlieuev1.ReadyCondition
-		})
-	}
-	for k, v := range status {
-		if empty(v) {
-			delete(status, k)
-		}
-	}
-	if len(status) == 0 {
-		delete(out, "status")
-	} else {
-		out["status"] = status
-	}
-	return out
+// withoutProgress clears what onlyProgressChanged lets change: status.task and the
+// Ready condition.
+func withoutProgress(m *contract.Machine) {
+	m.Status.Task = infrav1.TaskReference{}
+	m.Status.Conditions = slices.DeleteFunc(m.Status.Conditions, func(c metav1.Condition) bool { return c.Type == banlieuev1.ReadyCondition })
 }
 
-// empty reports whether a field's value says nothing: null, {} or [].
-func empty(v any) bool {
-	switch v := v.(type) {
-	case nil:
-		return true
-	case map[string]any:
-		return len(v) == 0
-	case []any:
-		return len(v) == 0
-	}
-	return false
+// without returns a copy of the machine without its resourceVersion and what clearSome
+// clears; the cached machine is left as it is.
+func without(m *contract.Machine, clearSome func(*contract.Machine)) *contract.Machine {
+	c := m.DeepCopy()
+	c.ResourceVersion = ""
+	clearSome(c)
+	return c
 }

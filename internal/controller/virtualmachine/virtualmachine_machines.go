@@ -1,0 +1,86 @@
+package virtualmachine
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/contract"
+)
+
+// machineKind is how core reads and writes the infrastructure machines of one kind:
+// as contract.Machine, the contract's part of them, through a cache, a client and a
+// scheme of the kind's own (contract.NewScheme says why one per kind). Core never
+// imports a provider's types, and a cache of unstructured machines held three times
+// the memory, most of it the backends' blocks core does not read.
+type machineKind struct {
+	gvk schema.GroupVersionKind
+	// client reads from the kind's cache and writes to the API server.
+	client client.Client
+	// live reads from the API server, for the few reads the cache may be behind on.
+	live client.Reader
+}
+
+// newMachine returns an empty Machine of the kind, to read one into.
+func (k *machineKind) newMachine() *contract.Machine {
+	m := &contract.Machine{}
+	m.SetGroupVersionKind(k.gvk)
+	return m
+}
+
+// machineKind returns the machines of kind gvk, making their cache and watch the first
+// time: Providers publish machine kinds at run time. The new cache is the manager's
+// to start and stop; reads wait until it has synced.
+func (r *Reconciler) machineKind(ctx context.Context, gvk schema.GroupVersionKind) (*machineKind, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k, ok := r.kinds[gvk]; ok {
+		return k, nil
+	}
+	scheme := contract.NewScheme(gvk)
+	strip := cache.TransformStripManagedFields()
+	transform := func(obj any) (any, error) {
+		obj, err := strip(obj)
+		if err != nil || r.Shard == nil {
+			return obj, err
+		}
+		return r.Shard.TrimOthers(obj)
+	}
+	c, err := cache.New(r.mgr.GetConfig(), cache.Options{
+		Scheme: scheme, Mapper: r.mgr.GetRESTMapper(), HTTPClient: r.mgr.GetHTTPClient(), DefaultTransform: transform,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to make the cache of %s: %w", gvk, err)
+	}
+	if err := r.mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("failed to start the cache of %s: %w", gvk, err)
+	}
+	opts := client.Options{Scheme: scheme, Mapper: r.mgr.GetRESTMapper(), HTTPClient: r.mgr.GetHTTPClient()}
+	live, err := client.New(r.mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to make the client of %s: %w", gvk, err)
+	}
+	opts.Cache = &client.CacheOptions{Reader: c}
+	cached, err := client.New(r.mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to make the client of %s: %w", gvk, err)
+	}
+	k := &machineKind{gvk: gvk, client: cached, live: live}
+	r.kinds[gvk] = k
+	err = r.controller.Watch(source.Kind[client.Object](c, k.newMachine(),
+		handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner()),
+		machineChanged()))
+	if err != nil {
+		return nil, fmt.Errorf("failed to watch %s: %w", gvk, err)
+	}
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the cache of %s did not sync: %w", gvk, context.Cause(ctx))
+	}
+	return k, nil
+}

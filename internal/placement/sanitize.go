@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/redact"
@@ -33,7 +34,11 @@ const (
 // any URL or name of the endpoint's host, and the name of p's credentials Secret are
 // replaced by BackendWord and CredentialsWord. With a nil p it only redacts.
 func Sanitize(p *banlieuev1.Provider, s string) string {
-	s = redact.Text(strings.NewReplacer(backendMarker, "", credentialsMarker, "", providerMarker, "").Replace(s))
+	if s == "" {
+		// Most condition messages core copies are empty: nothing to compile a pattern for.
+		return s
+	}
+	s = redact.Text(noMarkers.Replace(s))
 	if p == nil {
 		return s
 	}
@@ -68,8 +73,15 @@ func Sanitize(p *banlieuev1.Provider, s string) string {
 		ref := `(?:` + regexp.QuoteMeta(p.Namespace) + `/)?` + regexp.QuoteMeta(name)
 		s = replaceName(s, `(?:secrets?\s+)?(?:"`+ref+`"|'`+ref+`'|`+ref+`)`, credentialsMarker)
 	}
-	return strings.NewReplacer(backendMarker, BackendWord, credentialsMarker, CredentialsWord, providerMarker, key).Replace(s)
+	return strings.ReplaceAll(fromMarkers.Replace(s), providerMarker, key)
 }
+
+var (
+	// noMarkers removes the markers from a message before any is put in.
+	noMarkers = strings.NewReplacer(backendMarker, "", credentialsMarker, "", providerMarker, "")
+	// fromMarkers puts the neutral words in the markers' places.
+	fromMarkers = strings.NewReplacer(backendMarker, BackendWord, credentialsMarker, CredentialsWord)
+)
 
 // endpointHost returns the host of a Provider endpoint: a URL's, or the host of a bare
 // "host" or "host:port"; "" when it names none (qemu:///system).
@@ -88,7 +100,7 @@ func endpointHost(ep string) string {
 // of a longer name (a letter, digit, '.', '-' or '_' next to it; a '.' that ends a
 // sentence does not count) by with.
 func replaceName(s, pattern, with string) string {
-	re := regexp.MustCompile(`(?i)` + pattern)
+	re := compiled(`(?i)` + pattern)
 	var b strings.Builder
 	pos := 0
 	for pos < len(s) {
@@ -126,4 +138,30 @@ func nameEnds(s string, end int) bool {
 		end++
 	}
 	return end >= len(s) || !nameByte(s[end])
+}
+
+// patterns are the compiled patterns of replaceName, by pattern. They come from the
+// Providers' names, endpoints and Secret names, a few per Provider, and a message is
+// sanitized for every condition core mirrors: compiling them once saves most of the work.
+var patterns = struct {
+	sync.Mutex
+	byPattern map[string]*regexp.Regexp
+}{byPattern: map[string]*regexp.Regexp{}}
+
+// maxPatterns bounds patterns: past it, as after many Providers renamed, it starts anew.
+const maxPatterns = 4096
+
+// compiled returns pattern compiled, from patterns when it was compiled before.
+func compiled(pattern string) *regexp.Regexp {
+	patterns.Lock()
+	defer patterns.Unlock()
+	if re, ok := patterns.byPattern[pattern]; ok {
+		return re
+	}
+	if len(patterns.byPattern) >= maxPatterns {
+		clear(patterns.byPattern)
+	}
+	re := regexp.MustCompile(pattern)
+	patterns.byPattern[pattern] = re
+	return re
 }

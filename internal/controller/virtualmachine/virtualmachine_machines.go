@@ -21,10 +21,11 @@ import (
 // the memory, most of it the backends' blocks core does not read.
 type machineKind struct {
 	gvk schema.GroupVersionKind
-	// client reads from the kind's cache and writes to the API server.
+	// cache is the kind's cache, which machines are read from.
+	cache client.Reader
+	// client writes to the API server, and reads from it for the few reads the cache
+	// may be behind on.
 	client client.Client
-	// live reads from the API server, for the few reads the cache may be behind on.
-	live client.Reader
 }
 
 // newMachine returns an empty Machine of the kind, to read one into.
@@ -61,17 +62,11 @@ func (r *Reconciler) machineKind(ctx context.Context, gvk schema.GroupVersionKin
 	if err := r.mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("failed to start the cache of %s: %w", gvk, err)
 	}
-	opts := client.Options{Scheme: scheme, Mapper: r.mgr.GetRESTMapper(), HTTPClient: r.mgr.GetHTTPClient()}
-	live, err := client.New(r.mgr.GetConfig(), opts)
+	cl, err := client.New(r.mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: r.mgr.GetRESTMapper(), HTTPClient: r.mgr.GetHTTPClient()})
 	if err != nil {
 		return nil, fmt.Errorf("failed to make the client of %s: %w", gvk, err)
 	}
-	opts.Cache = &client.CacheOptions{Reader: c}
-	cached, err := client.New(r.mgr.GetConfig(), opts)
-	if err != nil {
-		return nil, fmt.Errorf("failed to make the client of %s: %w", gvk, err)
-	}
-	k := &machineKind{gvk: gvk, client: cached, live: live}
+	k := &machineKind{gvk: gvk, cache: c, client: cl}
 	r.kinds[gvk] = k
 	err = r.controller.Watch(source.Kind[client.Object](c, k.newMachine(),
 		handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner()),

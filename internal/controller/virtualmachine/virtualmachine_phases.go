@@ -381,7 +381,7 @@ func (r *Reconciler) getMachine(ctx context.Context, s *scope, gvk schema.GroupV
 		return err
 	}
 	s.machines = k
-	return readMachine(ctx, k.client, s)
+	return readMachine(ctx, k.cache, s)
 }
 
 // readMachine reads the VM's infrastructure machine with reader into s.machine, or nil
@@ -413,7 +413,7 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 		// The reconcile that follows the placement's own status write usually finds a
 		// cache that has not seen the machine created a moment ago; a read costs the API
 		// server less than applying the machine a second time.
-		if err := readMachine(ctx, s.machines.live, s); err != nil {
+		if err := readMachine(ctx, s.machines.client, s); err != nil {
 			return err
 		}
 	}

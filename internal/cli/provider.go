@@ -23,6 +23,8 @@ type providerFlags struct {
 	proxmoxSnippetsDir     string
 	namespace, watchFilter string
 	orphanScanInterval     time.Duration
+	// workers is how many machines are reconciled at once; the SDK's default when 0.
+	workers int
 	// providerSelector and shardNamespace make the process one provider shard.
 	providerSelector, shardNamespace string
 }
@@ -32,6 +34,9 @@ func (f *providerFlags) config(class string) providersdk.Config {
 	cfg := builtinProviders(f)[class]()
 	cfg.Namespace, cfg.WatchFilter = f.namespace, f.watchFilter
 	cfg.OrphanScanInterval = f.orphanScanInterval
+	if f.workers > 0 {
+		cfg.MachineOptions = append(cfg.MachineOptions, providersdk.WithWorkers(f.workers))
+	}
 	cfg.ProviderSelector, cfg.ShardNamespace = f.providerSelector, cmp.Or(f.shardNamespace, podNamespace())
 	return cfg
 }
@@ -122,6 +127,8 @@ func newProviderCommand() *cobra.Command {
 		providersdk.DefaultShardNamespace+" outside a pod, when empty")
 	cmd.Flags().DurationVar(&pf.orphanScanInterval, "orphan-scan-interval", 10*time.Minute, "How often, at most, each Provider's backend is scanned for orphaned VMs "+
 		"(status.orphans; spec.orphanPolicy Delete deletes those two scans in a row find)")
+	cmd.Flags().IntVar(&pf.workers, "workers", 0, "How many machines to reconcile at once; 10 when 0. A machine reconcile waits on the backend and the API server, "+
+		"so a backend that takes many calls at once (a vCenter, a Proxmox VE cluster) makes its VMs sooner with more")
 	cmd.Flags().StringVar(&pf.proxmoxSnippetsDir, "proxmox-snippets-dir", "", "proxmox: where the nodes' snippets storages are mounted (<dir>/<storage>/snippets), to pass user-data as cicustom snippets instead of uploaded seed ISOs")
 	return cmd
 }

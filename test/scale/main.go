@@ -38,6 +38,8 @@ type options struct {
 	kubeconfigFlag bool
 	// coreWorkers is core's --workers; the binary's default when 0.
 	coreWorkers int
+	// providerWorkers is each provider's --workers; the binary's default when 0.
+	providerWorkers int
 	// gomemlimit is each controller process's GOMEMLIMIT; none when empty.
 	gomemlimit string
 	// pprof saves each controller's heap profile to dir when all VMs are Ready.
@@ -71,6 +73,7 @@ func main() {
 	flag.IntVar(&o.providerShards, "provider-shards", 1, "Split the vSphere and the Proxmox VE backend each into this many Providers on its one simulator, each served by a provider process of its own ('--provider-selector'); libvirt keeps one")
 	flag.BoolVar(&o.direct, "direct", true, "After the run, make the same creations with each backend's client library, for the ratio to the direct path")
 	flag.IntVar(&o.coreWorkers, "core-workers", 0, "The core controller's --workers (VMs reconciled at once); the binary's default when 0")
+	flag.IntVar(&o.providerWorkers, "provider-workers", 0, "Each provider's --workers (machines reconciled at once); the binary's default when 0")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "Each controller process's GOMEMLIMIT (e.g. 150MiB), as the manifests set it from the container's memory limit; none when empty")
 	flag.BoolVar(&o.pprof, "pprof", false, "Save each controller's heap profile (<dir>/<name>.heap, for 'go tool pprof') when all VMs are Ready, and the harness's own CPU profile (simulators, watch) until then (<dir>/harness.cpu)")
 	flag.Parse()

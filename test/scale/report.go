@@ -62,9 +62,10 @@ func providerOf(obj client.Object, class string) *banlieuev1.Provider {
 func (b *bench) report() string {
 	var w strings.Builder
 	n := float64(b.o.vms)
-	fmt.Fprintf(&w, "### N = %d (%s)%s, core's Events: %s%s%s\n\n", b.o.vms, b.shares(), cond(b.sharded(), ", "+b.layout(), ""),
+	fmt.Fprintf(&w, "### N = %d (%s)%s, core's Events: %s%s%s%s\n\n", b.o.vms, b.shares(), cond(b.sharded(), ", "+b.layout(), ""),
 		cond(b.o.events != "", b.o.events, "the default (transitions)"), cond(b.o.gomemlimit != "", ", GOMEMLIMIT "+b.o.gomemlimit, ""),
-		cond(b.o.coreWorkers > 0, fmt.Sprintf(", core's --workers %d", b.o.coreWorkers), ""))
+		cond(b.o.coreWorkers > 0, fmt.Sprintf(", core's --workers %d", b.o.coreWorkers), ""),
+		cond(b.o.providerWorkers > 0, fmt.Sprintf(", providers' --workers %d", b.o.providerWorkers), ""))
 	fmt.Fprintf(&w, "Machine: %d cores (%s), %s RAM, %s; load average %s at the start. Simulators, kube-apiserver and etcd run on the same machine.\n\n",
 		b.machine.cores, b.machine.cpu, b.machine.memory, b.machine.goVersion, b.machine.load)
 

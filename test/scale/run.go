@@ -252,6 +252,9 @@ func (b *bench) startControllers(bin string) error {
 		// selector serves; splitProviders' copies each get a shard of their own.
 		for _, p := range providersOf(b.objects, be.class) {
 			name, args := providerProcess(p)
+			if b.o.providerWorkers > 0 {
+				args = append(args, "--workers", strconv.Itoa(b.o.providerWorkers))
+			}
 			proc, err := b.startController(bin, name, args)
 			if err != nil {
 				return err

@@ -22,7 +22,7 @@ import (
 type machineKind struct {
 	gvk schema.GroupVersionKind
 	// cache is the kind's cache, which machines are read from.
-	cache client.Reader
+	cache cache.Cache
 	// client writes to the API server, and reads from it for the few reads the cache
 	// may be behind on.
 	client client.Client
@@ -35,15 +35,43 @@ func (k *machineKind) newMachine() *contract.Machine {
 	return m
 }
 
-// machineKind returns the machines of kind gvk, making their cache and watch the first
-// time: Providers publish machine kinds at run time. The new cache is the manager's
-// to start and stop; reads wait until it has synced.
+// machineKind returns the machines of kind gvk once their cache has synced, making
+// their cache and watch the first time: Providers publish machine kinds at run time.
+// The new cache is the manager's to start and stop. The wait is outside the lock, so
+// a kind whose cache cannot sync (its list forbidden, say) holds only the reconciles of
+// its own machines.
 func (r *Reconciler) machineKind(ctx context.Context, gvk schema.GroupVersionKind) (*machineKind, error) {
+	if gvk.Kind == "" || gvk.Version == "" {
+		// A Provider made again has not published its kind yet.
+		return nil, fmt.Errorf("no machine kind to read: %q", gvk)
+	}
+	k, err := r.kindOrNew(gvk)
+	if err != nil {
+		return nil, err
+	}
+	if !k.cache.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the cache of %s did not sync: %w", gvk, context.Cause(ctx))
+	}
+	return k, nil
+}
+
+// kindOrNew returns the machines of kind gvk, made on first use.
+func (r *Reconciler) kindOrNew(gvk schema.GroupVersionKind) (*machineKind, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if k, ok := r.kinds[gvk]; ok {
 		return k, nil
 	}
+	k, err := r.newMachineKind(gvk)
+	if err != nil {
+		return nil, err
+	}
+	r.kinds[gvk] = k
+	return k, nil
+}
+
+// newMachineKind makes the cache, client and watch of the machines of kind gvk.
+func (r *Reconciler) newMachineKind(gvk schema.GroupVersionKind) (*machineKind, error) {
 	scheme := contract.NewScheme(gvk)
 	strip := cache.TransformStripManagedFields()
 	transform := func(obj any) (any, error) {
@@ -67,15 +95,11 @@ func (r *Reconciler) machineKind(ctx context.Context, gvk schema.GroupVersionKin
 		return nil, fmt.Errorf("failed to make the client of %s: %w", gvk, err)
 	}
 	k := &machineKind{gvk: gvk, cache: c, client: cl}
-	r.kinds[gvk] = k
 	err = r.controller.Watch(source.Kind[client.Object](c, k.newMachine(),
 		handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner()),
 		machineChanged()))
 	if err != nil {
 		return nil, fmt.Errorf("failed to watch %s: %w", gvk, err)
-	}
-	if !c.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("the cache of %s did not sync: %w", gvk, context.Cause(ctx))
 	}
 	return k, nil
 }

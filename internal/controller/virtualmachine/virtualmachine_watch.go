@@ -92,9 +92,12 @@ func onlyProviderIDChanged(o, n *contract.Machine) bool {
 	if o.Generation == n.Generation || o.Spec.ProviderID == n.Spec.ProviderID {
 		return false
 	}
-	return equality.Semantic.DeepEqual(without(o, func(m *contract.Machine) { m.Spec.ProviderID, m.Generation = "", 0 }),
-		without(n, func(m *contract.Machine) { m.Spec.ProviderID, m.Generation = "", 0 }))
+	return equality.Semantic.DeepEqual(without(o, withoutProviderID), without(n, withoutProviderID))
 }
+
+// withoutProviderID clears what onlyProviderIDChanged lets change: spec.providerID and
+// the generation its write advanced.
+func withoutProviderID(m *contract.Machine) { m.Spec.ProviderID, m.Generation = "", 0 }
 
 // onlyProgressChanged reports whether two versions of a machine differ only in the step
 // under way: its Ready condition keeps its status and moves between progressing reasons

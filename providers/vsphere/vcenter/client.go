@@ -3,6 +3,8 @@ package vcenter
 import (
 	"context"
 	"crypto/x509"
+	"io"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
@@ -99,6 +101,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if !cfg.Insecure {
 		tr.TLSClientConfig.RootCAs = cfg.RootCAs
 	}
+	sc.Client.Transport = drainingTransport{tr}
 	c := &Client{
 		soap:        sc,
 		host:        cfg.URL.Host,
@@ -237,4 +240,30 @@ type soapFunc func(ctx context.Context, req, res soap.HasFault) error
 // RoundTrip calls f.
 func (f soapFunc) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 	return f(ctx, req, res)
+}
+
+// drainingTransport reads what is left of a response body before closing it. govmomi
+// decodes a SOAP envelope and closes the body without reading past its end: when the
+// end of the chunked body had not arrived with the envelope, net/http closes the
+// connection rather than reuse it, and the next call makes a new TLS connection. That
+// was half of the calls, a handshake's CPU each on the provider and on vCenter.
+type drainingTransport struct{ next http.RoundTripper }
+
+// maxDrain bounds what Close reads of a body left unread: more is not worth a
+// connection.
+const maxDrain = 64 << 10
+
+func (t drainingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := t.next.RoundTrip(req)
+	if err == nil && res.Body != nil {
+		res.Body = drainingBody{res.Body}
+	}
+	return res, err
+}
+
+type drainingBody struct{ io.ReadCloser }
+
+func (b drainingBody) Close() error {
+	_, _ = io.Copy(io.Discard, io.LimitReader(b.ReadCloser, maxDrain))
+	return b.ReadCloser.Close()
 }

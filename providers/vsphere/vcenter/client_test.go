@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -124,5 +127,33 @@ func TestAMissingPrivilegeIsRetried(t *testing.T) {
 		t.Errorf("reason %q, want %q", retry.Reason, infrav1.MachinePermissionDeniedReason)
 	case retry.Message != "the vCenter user of Secret infra/vc-credentials lacks privilege VirtualMachine.Provisioning.Clone on vm-42, needed to clone the template":
 		t.Errorf("message %q", retry.Message)
+	}
+}
+
+// Calls one after another reuse one connection: a connection whose response body
+// was left unread to its end would be closed, and each next call would make a new
+// one, a TLS handshake's CPU on both sides.
+func TestCallsReuseTheirConnection(t *testing.T) {
+	sim := vspheretest.Start(t)
+	c := connect(t, sim)
+	var fresh atomic.Int32
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if !info.Reused {
+				fresh.Add(1)
+			}
+		},
+	})
+	const calls = 50
+	for range calls {
+		if _, err := methods.GetCurrentTime(ctx, c.vim); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Discover(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fresh.Load(); n > 1 {
+		t.Errorf("%d calls made %d new connections, want at most 1", 2*calls, n)
 	}
 }

@@ -3,7 +3,6 @@ package proxmox
 import (
 	"context"
 	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -39,10 +38,20 @@ type cloneSearch struct {
 // other machines. One that runs is waited for rather than cloned again or left behind
 // by a deletion. One that ended may have ended after the listing was read, its VM
 // still locked and nameless there: the caller lists again. It costs one call, made
-// only while some VM of the listing is locked by a clone.
+// only while some VM of the listing is locked by a clone this session did not start
+// (see ownClones).
 func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all []pve.Resource) (cloneSearch, error) {
-	if !slices.ContainsFunc(all, func(r pve.Resource) bool { return r.Lock == "clone" }) {
+	var locked []int
+	for _, r := range all {
+		if r.Lock == "clone" {
+			locked = append(locked, r.VMID)
+		}
+	}
+	if len(locked) == 0 {
 		return cloneSearch{}, nil // every clone started before the listing had ended: its VM is there
+	}
+	if found, ok := s.ownClones(m.UID, locked); ok {
+		return found, nil
 	}
 	tasks, err := s.api.ClusterTasks(ctx)
 	if err != nil {
@@ -85,6 +94,39 @@ func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all 
 		found.ended = true
 	}
 	return found, nil
+}
+
+// ownClones tells what pendingClone would find when every VM of the listing locked by a
+// clone (the VMIDs locked) is one this session is cloning onto, with no need of the
+// cluster's tasks: the clone of the machine uid among them, if any, runs; the others
+// make other machines' VMs. It reports false when a locked VM is not this session's:
+// it may be a crashed provider's clone for the machine. PVE refuses a clone onto a
+// VMID that has a config, so the VM locked on a VMID this session cloned onto is its
+// clone, unless that VM has been destroyed and the VMID taken by another client within
+// cloneMemory; on a large cluster, where clones of its own are always in flight, this
+// saves reading the cluster's tasks for every new machine.
+func (s *session) ownClones(uid k8stypes.UID, locked []int) (cloneSearch, bool) {
+	s.clonesMu.Lock()
+	defer s.clonesMu.Unlock()
+	// The latest clone onto each VMID: a VMID may have been another machine's clone
+	// that failed, then uid's.
+	latest := make(map[int]string, len(locked))
+	for upid, c := range s.clones {
+		if prev, ok := latest[c.vmid]; !ok || s.clones[prev].at.Before(c.at) {
+			latest[c.vmid] = upid
+		}
+	}
+	var found cloneSearch
+	for _, vmid := range locked {
+		upid, ok := latest[vmid]
+		if !ok {
+			return cloneSearch{}, false
+		}
+		if s.clones[upid].uid == uid {
+			found.running = upid
+		}
+	}
+	return found, true
 }
 
 // startedClone is a clone task this session started: the machine it makes a VM for,

@@ -223,16 +223,19 @@ func TestConcurrentCreatesGetDistinctVMIDs(t *testing.T) {
 }
 
 // Create works from the listing Observe read in the same reconcile and lists the
-// cluster no more; the cluster's tasks are read only while a VM is locked by a clone.
+// cluster no more; the cluster's tasks are read only while a VM is locked by a clone
+// the session did not start.
 func TestCreateTakesObservesListing(t *testing.T) {
 	tests := []struct {
 		name string
-		// cloning starts another machine's clone from the same session first.
-		cloning         bool
-		lists, taskList int
+		// cloning starts another machine's clone from the same session first;
+		// foreign, from another session, as a crashed provider would have.
+		cloning, foreign bool
+		lists, taskList  int
 	}{
 		{name: "a new machine costs Observe's listing alone", lists: 1},
-		{name: "the session's clone of another machine in flight costs the tasks, no listing more", cloning: true, lists: 1, taskList: 1},
+		{name: "the session's clone of another machine in flight costs no more", cloning: true, lists: 1},
+		{name: "another client's clone in flight costs the tasks, no listing more", foreign: true, lists: 1, taskList: 1},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,10 +243,14 @@ func TestCreateTakesObservesListing(t *testing.T) {
 				o.TaskDelays = map[string]time.Duration{"qmclone": 300 * time.Millisecond}
 			})
 			s := connect(t, sim, newDriver(sim))
-			if tt.cloning {
-				if task, err := observeCreate(t, s, newMachine(fmt.Sprintf("5c6d7e8f-0000-4000-8000-1%011d", i))); err != nil || !task.InFlight() {
+			other := newMachine(fmt.Sprintf("5c6d7e8f-0000-4000-8000-1%011d", i))
+			switch {
+			case tt.cloning:
+				if task, err := observeCreate(t, s, other); err != nil || !task.InFlight() {
 					t.Fatalf("Create of the other machine = %+v, %v", task, err)
 				}
+			case tt.foreign:
+				crashAfterCreate(t, sim, other)
 			}
 			m := newMachine(fmt.Sprintf("5c6d7e8f-0000-4000-8000-%012d", i))
 			lists, tasks := countCalls(sim, listOp), countCalls(sim, "GET /cluster/tasks")

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -46,6 +47,8 @@ type Reconciler struct {
 	scheme     *runtime.Scheme
 	mapper     meta.RESTMapper
 	controller controller.Controller
+	// locations is the VM informer's indexer, with locationIndex (load).
+	locations toolscache.Indexer
 
 	mu sync.Mutex
 	// kinds are the infrastructure machine kinds met so far, each read and watched
@@ -71,6 +74,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err := setupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	locations, err := setupLocationIndex(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	r.locations = locations
 	r.mgr = mgr
 	r.scheme = mgr.GetScheme()
 	r.mapper = mgr.GetRESTMapper()

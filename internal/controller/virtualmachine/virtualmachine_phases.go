@@ -151,7 +151,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		}
 		return r.place(ctx, s, d, class, image)
 	}
-	d, rejections := sched.Schedule(req, r.load(ctx))
+	d, rejections := sched.Schedule(req, r.load)
 	if d == nil {
 		// Cut as setCondition cuts it, so that the comparison below holds for a long one.
 		msg := truncate(placement.Message(vm.Namespace, rejections), maxConditionMessageBytes)
@@ -352,15 +352,13 @@ func selector(field string, s *banlieuev1.LabelSelector) (labels.Selector, error
 	return sel, nil
 }
 
-// load counts the VMs placed in a location, through the cache's field index.
-func (r *Reconciler) load(ctx context.Context) placement.LoadFunc {
-	return func(l placement.Location) int {
-		list := &banlieuev1.VirtualMachineList{}
-		if err := r.Client.List(ctx, list, client.MatchingFields{indexLocation: locationKey(l)}, client.UnsafeDisableDeepCopy); err != nil {
-			return 0
-		}
-		return len(list.Items)
+// load counts the VMs placed in a location, through the VM informer's locationIndex.
+func (r *Reconciler) load(l placement.Location) int {
+	keys, err := r.locations.IndexKeys(locationIndex, locationKey(l))
+	if err != nil {
+		return 0
 	}
+	return len(keys)
 }
 
 // machineGVK returns the kind of the VM's infrastructure machine, from its reference.

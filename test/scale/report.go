@@ -66,8 +66,8 @@ func (b *bench) report() string {
 		cond(b.o.events != "", b.o.events, "the default (transitions)"), cond(b.o.gomemlimit != "", ", GOMEMLIMIT "+b.o.gomemlimit, ""),
 		cond(b.o.coreWorkers > 0, fmt.Sprintf(", core's --workers %d", b.o.coreWorkers), ""),
 		cond(b.o.providerWorkers > 0, fmt.Sprintf(", providers' --workers %d", b.o.providerWorkers), ""))
-	fmt.Fprintf(&w, "Machine: %d cores (%s), %s RAM, %s; load average %s at the start. Simulators, kube-apiserver and etcd run on the same machine.\n\n",
-		b.machine.cores, b.machine.cpu, b.machine.memory, b.machine.goVersion, b.machine.load)
+	fmt.Fprintf(&w, "Machine: %d cores (%s), %s RAM, %s; load average %s at the start. Simulators (in the harness, GOGC %s), kube-apiserver and etcd run on the same machine.\n\n",
+		b.machine.cores, b.machine.cpu, b.machine.memory, b.machine.goVersion, b.machine.load, harnessGOGC())
 
 	coreCreate, provCreate := b.writes(b.before, b.ready)
 	fmt.Fprintf(&w, "| measure | banlieue | direct client | ratio |\n|---|---|---|---|\n")

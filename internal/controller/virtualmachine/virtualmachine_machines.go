@@ -96,7 +96,7 @@ func (r *Reconciler) newMachineKind(gvk schema.GroupVersionKind) (*machineKind, 
 	}
 	k := &machineKind{gvk: gvk, cache: c, client: cl}
 	err = r.controller.Watch(source.Kind[client.Object](c, k.newMachine(),
-		handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner()),
+		withMachineProgressPriority(handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner())),
 		machineChanged()))
 	if err != nil {
 		return nil, fmt.Errorf("failed to watch %s: %w", gvk, err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -19,10 +20,14 @@ type step struct {
 	held             bool
 }
 
-func TestANewTaskIsKeptInMemoryUntilTheMachineHasBeenWithoutItForTheDelay(t *testing.T) {
+func TestANewTaskIsKeptInMemoryUntilItHasRunForTheDelay(t *testing.T) {
 	const delay = 5 * time.Second
 	t0 := time.Now()
-	clone := infrav1.TaskReference{Ref: "task-1", Operation: OperationClone}
+	// task is a task in flight that started at t0 plus at.
+	task := func(ref, op string, at time.Duration) infrav1.TaskReference {
+		return infrav1.TaskReference{Ref: ref, Operation: op, StartedAt: &metav1.Time{Time: t0.Add(at)}}
+	}
+	clone := task("task-1", OperationClone, 0)
 	none := infrav1.TaskReference{}
 	for _, tt := range []struct {
 		name string
@@ -31,9 +36,15 @@ func TestANewTaskIsKeptInMemoryUntilTheMachineHasBeenWithoutItForTheDelay(t *tes
 		steps []step
 	}{
 		{name: "a task that ends within the delay is never written", steps: []step{{0, "a", none, clone, true}, {4 * time.Second, "a", none, clone, true}, {4500 * time.Millisecond, "a", none, none, false}}},
-		{name: "the delay counts from the first task, not each new one", steps: []step{{0, "a", none, clone, true}, {3 * time.Second, "a", none, infrav1.TaskReference{Ref: "task-2", Operation: OperationUpdate}, true}, {delay, "a", none, clone, false}}},
+		{name: "a task is written as it turns delay old", steps: []step{{0, "a", none, clone, true}, {delay, "a", none, clone, false}}},
+		{name: "each task counts from its own start, not the first one's", steps: []step{
+			{0, "a", none, clone, true},
+			{3 * time.Second, "a", none, task("task-2", OperationUpdate, 3*time.Second), true},
+			{7 * time.Second, "a", none, task("task-2", OperationUpdate, 3*time.Second), true},
+			{8 * time.Second, "a", none, task("task-2", OperationUpdate, 3*time.Second), false},
+		}},
 		{name: "a task already stored is written as usual", steps: []step{{0, "a", clone, clone, false}}},
-		{name: "a machine made again under the same name starts afresh", steps: []step{{0, "a", none, clone, true}, {10 * time.Second, "b", none, clone, true}}},
+		{name: "a machine made again under the same name starts afresh", steps: []step{{0, "a", none, clone, true}, {10 * time.Second, "b", none, task("task-3", OperationClone, 10*time.Second), true}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			u := &unrecordedTasks{delay: delay}

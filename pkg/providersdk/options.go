@@ -139,8 +139,8 @@ func WithProviderWakeups(ch chan<- event.GenericEvent) Option {
 }
 
 // WithTaskRecordDelay keeps a machine's new backend task in memory, not in its status,
-// until the machine has been without its task in status for delay, so that a task
-// that ends sooner costs no status write (see unrecordedTasks). Setup passes
+// until the task has run for delay, so that a task that ends sooner costs no status
+// write (see unrecordedTasks). Setup passes
 // DefaultTaskRecordDelay; 0, the default of NewReconciler, writes every task at once.
 func WithTaskRecordDelay(delay time.Duration) Option {
 	return func(r *Reconciler) { r.unrecorded = &unrecordedTasks{delay: delay} }

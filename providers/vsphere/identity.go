@@ -58,13 +58,17 @@ func vmName(namespace, name string) string {
 // findVM finds the machine's VM by its instance UUID, the machine's UID; nil when there
 // is none. Where the machine's status records the VM's reference, it reads that VM
 // alone and takes it when its instance UUID is the machine's: one call instead of a
-// search and a read. Otherwise (none recorded, the reference gone or now another VM's)
-// it searches vCenter's index, as before. A recorded reference is only a hint: the
-// instance UUID decides, as the search would.
-func (s *session) findVM(ctx context.Context, m *providersdk.Machine) (*vcenter.VM, error) {
+// search and a read. With none recorded, made (the VM the machine's clone task
+// returned, "" when none did) is read the same way. Otherwise (no reference, or one
+// gone or now another VM's) it searches vCenter's index. A reference is only a hint:
+// the instance UUID decides, as the search would.
+func (s *session) findVM(ctx context.Context, m *providersdk.Machine, made string) (*vcenter.VM, error) {
 	var st infrav1.VSphereStatus
 	if m.Object != nil && m.StatusField(StatusBlock, &st) == nil && st.MoRef != "" {
-		vm, err := s.vc.ReadVM(ctx, vcenter.Ref{Type: "VirtualMachine", Value: st.MoRef})
+		made = st.MoRef
+	}
+	if made != "" {
+		vm, err := s.vc.ReadVM(ctx, vcenter.Ref{Type: "VirtualMachine", Value: made})
 		switch {
 		case err == nil && vm.InstanceUUID == string(m.UID):
 			return vm, nil
@@ -103,7 +107,7 @@ func checkIdentity(vm *vcenter.VM, m *providersdk.Machine) error {
 // The fault names the VM (obj); where it does not, folder (when known) is searched for
 // the name.
 func (s *session) nameTaken(ctx context.Context, m *providersdk.Machine, obj vcenter.Ref, folder *vcenter.Ref) error {
-	if vm, err := s.findVM(ctx, m); err != nil || vm != nil {
+	if vm, err := s.findVM(ctx, m, ""); err != nil || vm != nil {
 		return err
 	}
 	name := vmName(m.Namespace, m.Name)

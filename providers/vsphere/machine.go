@@ -18,7 +18,7 @@ import (
 // found by its BIOS UUID instead (observeAdopted). It polls the machine's recorded task
 // first. It never changes vCenter.
 func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
-	running, err := s.pollTask(ctx, m)
+	running, made, err := s.pollTask(ctx, m)
 	if err != nil {
 		return providersdk.Observation{}, err
 	}
@@ -31,7 +31,7 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 	if m.Spec.Adopts() {
 		return s.observeAdopted(ctx, m, running)
 	}
-	vm, err := s.findVM(ctx, m)
+	vm, err := s.findVM(ctx, m, made)
 	if err != nil {
 		return providersdk.Observation{}, err
 	}

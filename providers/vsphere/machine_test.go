@@ -498,30 +498,35 @@ func TestAVMNamedByTheOldSchemeIsStillTheMachines(t *testing.T) {
 }
 
 // A machine whose status records its VM's reference is observed with one read of that
-// VM. A reference that is gone, names another VM or that vCenter refuses (the status
-// is only a hint, and anyone who can write it is not trusted) sends Observe to the
-// search by instance UUID, which finds the machine's own VM.
+// VM, and one whose clone task has just ended with a read of the task and of the VM it
+// returned. A reference that is gone, names another VM or that vCenter refuses (the
+// status is only a hint, and anyone who can write it is not trusted) sends Observe to
+// the search by instance UUID, which finds the machine's own VM.
 func TestObserveReadsTheRecordedVMAlone(t *testing.T) {
 	sim := vspheretest.Start(t)
 	s := connect(t, sim, NewDriver())
-	made := func(uid string) (*providersdk.Machine, string) {
+	made := func(uid string) (*providersdk.Machine, string, providersdk.Task) {
 		m := newMachine(uid)
 		res, err := afterObserve(s, m, s.Create)
 		if err != nil {
 			t.Fatal(err)
 		}
 		settle(t, s, m, res.Task)
-		return m, theVM(t, sim, uid).Self.Value
+		return m, theVM(t, sim, uid).Self.Value, res.Task
 	}
-	m, mine := made("6c1f8e1f-2d9b-4b63-8b66-1d4d1c2f1b01")
-	_, others := made("7d2a9f20-2d9b-4b63-8b66-1d4d1c2f1b02")
+	m, mine, clone := made("6c1f8e1f-2d9b-4b63-8b66-1d4d1c2f1b01")
+	_, others, _ := made("7d2a9f20-2d9b-4b63-8b66-1d4d1c2f1b02")
 	search := map[string]float64{"RetrievePropertiesEx": 1, "FindByUuid": 1}
 	tests := []struct {
 		name  string
 		moRef string
-		want  map[string]float64
+		// task is the machine's task as the reconciler hands it: the clone that made
+		// the VM, ended, when set.
+		task providersdk.Task
+		want map[string]float64
 	}{
 		{name: "none recorded: the search", want: search},
+		{name: "none recorded, the clone just ended: its result read", task: clone, want: map[string]float64{"RetrievePropertiesEx": 2}},
 		{name: "the machine's VM: one read", moRef: mine, want: map[string]float64{"RetrievePropertiesEx": 1}},
 		{name: "another machine's VM: the search", moRef: others, want: map[string]float64{"RetrievePropertiesEx": 2, "FindByUuid": 1}},
 		{name: "a VM that is gone: the search", moRef: "vm-999999", want: map[string]float64{"RetrievePropertiesEx": 2, "FindByUuid": 1}},
@@ -534,6 +539,7 @@ func TestObserveReadsTheRecordedVMAlone(t *testing.T) {
 				status[StatusBlock] = map[string]any{"moRef": tt.moRef}
 			}
 			m.Object.Object["status"] = status
+			m.Task = tt.task
 			before := backendCalls()
 			o, err := s.Observe(context.Background(), m)
 			if err != nil {

@@ -22,24 +22,29 @@ func shutdownTask(vm *vcenter.VM) providersdk.Task {
 func isShutdown(t providersdk.Task) bool { return strings.HasPrefix(t.Ref, shutdownTaskPrefix) }
 
 // pollTask reads the state of the machine's recorded task in one property read: running
-// or not. A failed task is a providersdk.TaskFailedError, except a clone that failed
-// because a VM with the name exists (that VM is adopted when it carries the machine's
-// UID), and a claim (Adopt) or a reconfiguration that lost a race: see taskFailed.
-func (s *session) pollTask(ctx context.Context, m *providersdk.Machine) (running bool, err error) {
+// or not, and the VM a clone that ended made (made), which Observe then reads without
+// searching vCenter for it. A failed task is a providersdk.TaskFailedError, except a
+// clone that failed because a VM with the name exists (that VM is adopted when it
+// carries the machine's UID), and a claim (Adopt) or a reconfiguration that lost a
+// race: see taskFailed.
+func (s *session) pollTask(ctx context.Context, m *providersdk.Machine) (running bool, made string, err error) {
 	if !m.Task.InFlight() || isShutdown(m.Task) {
-		return false, nil
+		return false, "", nil
 	}
 	info, err := s.vc.PollTask(ctx, m.Task.Ref)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	switch info.State {
 	case vcenter.TaskRunning:
-		return true, nil
+		return true, "", nil
 	case vcenter.TaskFailed:
-		return false, s.taskFailed(ctx, m, info.Fault)
+		return false, "", s.taskFailed(ctx, m, info.Fault)
 	}
-	return false, nil
+	if m.Task.Operation == providersdk.OperationClone && info.Result.Type == "VirtualMachine" {
+		made = info.Result.Value
+	}
+	return false, made, nil
 }
 
 // taskFailed decides what a failed task means for the machine.

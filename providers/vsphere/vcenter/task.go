@@ -28,13 +28,16 @@ type TaskInfo struct {
 	State TaskState
 	// Fault is why a TaskFailed task failed.
 	Fault *Fault
+	// Result is the object a TaskDone task returned when it returned one, such as the
+	// VM a clone made; the zero Ref otherwise.
+	Result Ref
 }
 
 // PollTask reads the state of the task with ID ref in one property read.
 func (c *Client) PollTask(ctx context.Context, ref string) (TaskInfo, error) {
 	var task mo.Task
 	moref := types.ManagedObjectReference{Type: "Task", Value: ref}
-	if err := property.DefaultCollector(c.vim).RetrieveOne(ctx, moref, []string{"info.state", "info.error"}, &task); err != nil {
+	if err := property.DefaultCollector(c.vim).RetrieveOne(ctx, moref, []string{"info.state", "info.error", "info.result"}, &task); err != nil {
 		if fault.Is(err, &types.ManagedObjectNotFound{}) {
 			return TaskInfo{State: TaskDone}, nil
 		}
@@ -46,5 +49,9 @@ func (c *Client) PollTask(ctx context.Context, ref string) (TaskInfo, error) {
 	case types.TaskInfoStateError:
 		return TaskInfo{State: TaskFailed, Fault: faultOf(task.Info.Error)}, nil
 	}
-	return TaskInfo{State: TaskDone}, nil
+	info := TaskInfo{State: TaskDone}
+	if r, ok := task.Info.Result.(types.ManagedObjectReference); ok {
+		info.Result = refOf(r)
+	}
+	return info, nil
 }

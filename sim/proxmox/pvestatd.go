@@ -1,7 +1,6 @@
 package proxmoxsim
 
 import (
-	"maps"
 	"time"
 )
 
@@ -82,12 +81,13 @@ func (s *Simulator) statusReport(v *vm) map[string]any {
 }
 
 // reported is the guest's last report, or its status now when reports are immediate;
-// nil before its first one.
+// nil before its first one. It is the simulator's own record, for the caller to read,
+// not change: the cluster's listing reads it for every guest, thousands a call.
 func (s *Simulator) reported(v *vm) map[string]any {
 	if s.statusInterval() == 0 {
 		return s.statusReport(v)
 	}
-	return maps.Clone(s.reports[v.vmid])
+	return s.reports[v.vmid]
 }
 
 // forget removes a VM from the cluster, with pvestatd's report of it.

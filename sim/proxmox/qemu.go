@@ -195,8 +195,10 @@ func (s *Simulator) vmStatus(v *vm) map[string]any {
 // pool, and the config's lock and tags), and what pvestatd last reported (see
 // statusReport), status unknown before its first report.
 func (s *Simulator) vmResource(v *vm) map[string]any {
-	r := map[string]any{"id": fmt.Sprintf("qemu/%d", v.vmid), "vmid": v.vmid, "type": "qemu", "node": v.node, "status": "unknown"}
-	maps.Copy(r, s.reported(v))
+	rep := s.reported(v)
+	r := make(map[string]any, 8+len(rep))
+	r["id"], r["vmid"], r["type"], r["node"], r["status"] = "qemu/"+strconv.Itoa(v.vmid), v.vmid, "qemu", v.node, "unknown"
+	maps.Copy(r, rep)
 	for _, k := range []string{"lock", "tags"} {
 		if v.conf[k] != "" {
 			r[k] = v.conf[k]

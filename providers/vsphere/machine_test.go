@@ -515,7 +515,7 @@ func TestObserveReadsTheRecordedVMAlone(t *testing.T) {
 		return m, theVM(t, sim, uid).Self.Value, res.Task
 	}
 	m, mine, clone := made("6c1f8e1f-2d9b-4b63-8b66-1d4d1c2f1b01")
-	_, others, _ := made("7d2a9f20-2d9b-4b63-8b66-1d4d1c2f1b02")
+	_, others, othersClone := made("7d2a9f20-2d9b-4b63-8b66-1d4d1c2f1b02")
 	search := map[string]float64{"RetrievePropertiesEx": 1, "FindByUuid": 1}
 	tests := []struct {
 		name  string
@@ -527,6 +527,7 @@ func TestObserveReadsTheRecordedVMAlone(t *testing.T) {
 	}{
 		{name: "none recorded: the search", want: search},
 		{name: "none recorded, the clone just ended: its result read", task: clone, want: map[string]float64{"RetrievePropertiesEx": 2}},
+		{name: "a task written to name another machine's clone: the search", task: othersClone, want: map[string]float64{"RetrievePropertiesEx": 3, "FindByUuid": 1}},
 		{name: "the machine's VM: one read", moRef: mine, want: map[string]float64{"RetrievePropertiesEx": 1}},
 		{name: "another machine's VM: the search", moRef: others, want: map[string]float64{"RetrievePropertiesEx": 2, "FindByUuid": 1}},
 		{name: "a VM that is gone: the search", moRef: "vm-999999", want: map[string]float64{"RetrievePropertiesEx": 2, "FindByUuid": 1}},

@@ -145,22 +145,26 @@ func TestCoreShardsHandOffWithoutPlacingTwice(t *testing.T) {
 	inventory, err := vsphereVMs(ctx, vs)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(inventory).To(HaveLen(tenants * perTenant))
-	events := &eventsv1.EventList{}
-	g.Expect(c.List(ctx, events)).To(Succeed())
-	placed := map[string]int{}
-	for _, e := range events.Items {
-		if e.Reason == banlieuev1.VirtualMachineScheduledReason && e.Regarding.Kind == "VirtualMachine" {
-			n := 1
-			if e.Series != nil {
-				n = int(e.Series.Count)
+	// Events are sent after the write they tell of: a VM placed the moment before the
+	// last one was Ready may have its Scheduled Event on the way still.
+	g.Eventually(func(g Gomega) {
+		events := &eventsv1.EventList{}
+		g.Expect(c.List(ctx, events)).To(Succeed())
+		placed := map[string]int{}
+		for _, e := range events.Items {
+			if e.Reason == banlieuev1.VirtualMachineScheduledReason && e.Regarding.Kind == "VirtualMachine" {
+				n := 1
+				if e.Series != nil {
+					n = int(e.Series.Count)
+				}
+				placed[e.Regarding.Namespace+"/"+e.Regarding.Name] += n
 			}
-			placed[e.Regarding.Namespace+"/"+e.Regarding.Name] += n
 		}
-	}
-	g.Expect(placed).To(HaveLen(tenants * perTenant))
-	for vm, n := range placed {
-		g.Expect(n).To(Equal(1), "%s was placed %d times", vm, n)
-	}
+		g.Expect(placed).To(HaveLen(tenants * perTenant))
+		for vm, n := range placed {
+			g.Expect(n).To(Equal(1), "%s was placed %d times", vm, n)
+		}
+	}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 	// Every VM is counted by exactly one shard, and each shard serves its half.
 	var counted float64
 	for _, s := range shards {

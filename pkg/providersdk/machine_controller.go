@@ -23,6 +23,7 @@ import (
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
+	"github.com/banlieue/banlieue/pkg/ownwrites"
 	"github.com/banlieue/banlieue/pkg/redact"
 )
 
@@ -36,7 +37,7 @@ type Reconciler struct {
 	machines client.Reader
 	// live reads a machine the cache is behind on (written); the manager's API reader.
 	live    client.Reader
-	written *writtenVersions
+	written *ownwrites.Versions
 	// capi is where Cluster API's Machines and Clusters are read from: the manager's
 	// cache when they are watched (capiWatched), the API server otherwise.
 	capi        client.Reader
@@ -98,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.tasks.forgetName(req.NamespacedName)
 			r.unrecorded.forget(req.NamespacedName)
-			r.written.forget(req.NamespacedName)
+			r.written.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/banlieue/banlieue/pkg/contract"
+	"github.com/banlieue/banlieue/pkg/ownwrites"
 )
 
 // Option configures a Reconciler.
@@ -19,9 +20,10 @@ type Option func(*Reconciler)
 // NewReconciler returns a Reconciler for machines of kind gvk, backed by driver and
 // reading and writing through c. The defaults are set first; opts then change them.
 func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, opts ...Option) *Reconciler {
-	written := newWrittenVersions()
+	written := ownwrites.New()
+	isMachine := func(o client.Object) bool { return o.GetObjectKind().GroupVersionKind() == gvk }
 	r := &Reconciler{
-		client:      recordingClient{Client: c, gvk: gvk, written: written},
+		client:      ownwrites.NewClient(c, written, isMachine),
 		reader:      c,
 		capi:        c,
 		machines:    c,

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/pkg/ownwrites"
 )
 
 // FieldManager is the server-side-apply field manager of the core controller.
@@ -33,6 +34,7 @@ const FieldManager = "banlieue-core"
 // Reconciler reconciles VirtualMachines.
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
+	// SetupWithManager wraps it so that its writes of VMs are recorded (written).
 	Client client.Client
 
 	// Recorder records Events on VMs; the manager's recorder when nil.
@@ -56,6 +58,10 @@ type Reconciler struct {
 	kinds map[schema.GroupVersionKind]*machineKind
 
 	metrics vmMetrics
+	// written is the resourceVersion of core's last write of each VM, and live reads
+	// a VM whose cached copy is older (package ownwrites).
+	written *ownwrites.Versions
+	live    client.Reader
 }
 
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines,verbs=get;list;watch;update;patch
@@ -79,6 +85,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		return err
 	}
 	r.locations = locations
+	r.readOwnWrites(mgr.GetAPIReader())
 	r.mgr = mgr
 	r.scheme = mgr.GetScheme()
 	r.mapper = mgr.GetRESTMapper()
@@ -107,9 +114,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return result, err
 	}
 	vm := &banlieuev1.VirtualMachine{}
-	if err := r.Client.Get(ctx, req.NamespacedName, vm); err != nil {
+	if _, err := r.written.Get(ctx, r.Client, r.live, req.NamespacedName, vm); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forgetName(req.NamespacedName)
+			r.written.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -131,6 +139,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.withStatus(ctx, vm, r.reconcilePaused)
 	}
 	return r.withStatus(ctx, vm, r.reconcileNormal)
+}
+
+// readOwnWrites makes the Reconciler read a VM from live when its cached copy is older
+// than core's own last write of it. A machine's progress wakes its VM at once (see
+// virtualmachine_priority.go), often before the watch has brought back the status core
+// wrote a moment earlier; reconciling that older copy wrote the same step again, with a
+// new lastTransitionTime: at 10,000 VMs, most of the VM status writes past the two a
+// VM needs, and nearly one per VM deleted.
+func (r *Reconciler) readOwnWrites(live client.Reader) {
+	r.written = ownwrites.New()
+	r.live = live
+	r.Client = ownwrites.NewClient(r.Client, r.written, func(o client.Object) bool {
+		_, ok := o.(*banlieuev1.VirtualMachine)
+		return ok
+	})
 }
 
 // withStatus runs phase, then computes the VM's phase and Ready condition and patches
@@ -163,6 +186,7 @@ func (r *Reconciler) withStatus(ctx context.Context, vm *banlieuev1.VirtualMachi
 	}
 	if s.released {
 		r.metrics.forget(vm.UID)
+		r.written.Forget(client.ObjectKeyFromObject(vm))
 	} else {
 		r.metrics.record(s.before)
 		r.metrics.observeReady(stored, s.before)

@@ -2,6 +2,7 @@ package proxmoxsim
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -228,14 +229,51 @@ func (s *Simulator) storageResource(n *node, st *storage) map[string]any {
 	return r
 }
 
-// getClusterTasks lists the recent tasks of every node.
+// getClusterTasks lists what each node broadcasts of its tasks, as PVE does: its
+// running tasks and its latest 25 ended ones, newest first, with the oldest dropped
+// until the node's list is under 32 KiB of JSON (PVE::Cluster::broadcast_tasklist;
+// pmxcfs takes no larger status). On a node running many tasks the oldest running
+// ones are thus not listed: only the node's own task list (getNodeTasks) has them all.
 func (s *Simulator) getClusterTasks(*call) (any, error) {
-	out := make([]map[string]any, 0, len(s.tasks))
+	byNode := map[string][]*task{}
+	ended := map[string]int{}
 	for i := len(s.tasks) - 1; i >= 0; i-- {
-		out = append(out, s.tasks[i].listEntry())
+		t := s.tasks[i]
+		if !t.running {
+			if ended[t.upid.Node] == maxListedEndedTasks {
+				continue
+			}
+			ended[t.upid.Node]++
+		}
+		byNode[t.upid.Node] = append(byNode[t.upid.Node], t)
+	}
+	out := []map[string]any{}
+	for _, node := range slices.Sorted(maps.Keys(byNode)) {
+		tasks := byNode[node]
+		slices.SortStableFunc(tasks, func(a, b *task) int { return b.start.Compare(a.start) })
+		list := make([]map[string]any, 0, len(tasks))
+		size := len("[]")
+		for _, t := range tasks {
+			e := t.listEntry()
+			b, err := json.Marshal(e)
+			if err != nil {
+				return nil, err
+			}
+			if size+len(b)+len(",") >= maxTaskListBytes {
+				break // this one and every older one are dropped
+			}
+			list, size = append(list, e), size+len(b)+len(",")
+		}
+		out = append(out, list...)
 	}
 	return out, nil
 }
+
+// What a node broadcasts of its tasks (getClusterTasks).
+const (
+	maxListedEndedTasks = 25
+	maxTaskListBytes    = 32 * 1024
+)
 
 func (s *Simulator) getPools(c *call) (any, error) {
 	if id := c.params["poolid"]; id != "" {

@@ -2,6 +2,7 @@ package proxmoxsim
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,55 @@ func TestTasksRunThenStopWithTheirExitStatus(t *testing.T) {
 	history, err := c.NodeRef("pve1").Tasks(ctx, &proxmox.NodeTasksOptions{Source: "all", TypeFilter: "qmclone"})
 	if err != nil || len(history) != 2 {
 		t.Errorf("task history: %d tasks, %v; want 2", len(history), err)
+	}
+}
+
+// /cluster/tasks lists what each node broadcasts of its tasks, as PVE does: its running
+// tasks and its latest 25 ended ones, newest first, with the oldest dropped until the
+// node's list is under 32 KiB of JSON. A busy node's oldest running tasks are thus left
+// out, which only its own task list shows.
+func TestTheClusterTaskListIsCutAsPVECutsIt(t *testing.T) {
+	s := &Simulator{}
+	start := time.Now().Add(-time.Hour)
+	add := func(node string, n int, running bool) {
+		for range n {
+			start = start.Add(time.Second)
+			u := UPID{Node: node, PID: uint64(len(s.tasks) + 1), PStart: 1, StartTime: start.Unix(), Type: "qmclone", ID: "9000", User: "root@pam"}
+			tk := &task{upid: u, id: u.String(), running: running, start: start}
+			if !running {
+				tk.exit, tk.end = "OK", start.Add(time.Millisecond)
+			}
+			s.tasks = append(s.tasks, tk)
+		}
+	}
+	add("pve1", 40, false)
+	add("pve1", 400, true) // far more than 32 KiB of them
+	add("pve2", 3, true)
+	add("pve2", 40, false)
+	got, err := s.getClusterTasks(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]map[bool][]int64{"pve1": {}, "pve2": {}}
+	size := map[string]int{}
+	for _, e := range got.([]map[string]any) {
+		node := e["node"].(string)
+		running := e["status"] == "RUNNING"
+		listed[node][running] = append(listed[node][running], e["starttime"].(int64))
+		b, _ := json.Marshal(e)
+		size[node] += len(b) + 1
+	}
+	newestRunning := s.tasks[439].upid.StartTime
+	switch {
+	case len(listed["pve1"][false]) != 0:
+		t.Errorf("pve1 lists %d ended tasks, all older than its running ones, which fill its list", len(listed["pve1"][false]))
+	case len(listed["pve1"][true]) == 0 || len(listed["pve1"][true]) == 400:
+		t.Errorf("pve1 lists %d of its 400 running tasks, want as many as 32 KiB holds", len(listed["pve1"][true]))
+	case listed["pve1"][true][0] != newestRunning:
+		t.Errorf("pve1's first listed task started at %d, want the newest, %d", listed["pve1"][true][0], newestRunning)
+	case size["pve1"] >= 32*1024:
+		t.Errorf("pve1's list is %d bytes, want under 32 KiB", size["pve1"])
+	case len(listed["pve2"][true]) != 3 || len(listed["pve2"][false]) != 25:
+		t.Errorf("pve2 lists %d running and %d ended tasks, want 3 and 25", len(listed["pve2"][true]), len(listed["pve2"][false]))
 	}
 }

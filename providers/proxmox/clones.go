@@ -3,6 +3,7 @@ package proxmox
 import (
 	"context"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,23 +24,27 @@ const cloneMemory = time.Hour
 type cloneSearch struct {
 	// running is the UPID of such a clone that runs, to wait for; "" when none does.
 	running string
-	// ended is true when such a clone ended by the time the tasks were read: its VM,
-	// if it is the machine's, may be missing from the listing read before, so the
-	// cluster is listed again.
+	// ended is true when none runs, though a VM of the listing was locked by a clone
+	// this session did not start: that clone has ended since the listing was read,
+	// and its VM, if it is the machine's, may be missing from it, so the cluster is
+	// listed again.
 	ended bool
 }
 
 // pendingClone looks, when the machine's VM is not in the listing all, for a clone
 // that may be making it. A VM locked by a clone carries no name nor description yet,
 // so a provider that crashed after starting a clone cannot tell its clone from
-// another's: any qmclone task started since the machine was created (of the machine's
+// another's: any qmclone task running since the machine was created (of the machine's
 // template, or of any template while the machine is being deleted, as its image may
 // have been resolved anew since) may be it, except those this session started for
 // other machines. One that runs is waited for rather than cloned again or left behind
-// by a deletion. One that ended may have ended after the listing was read, its VM
-// still locked and nameless there: the caller lists again. It costs one call, made
-// only while some VM of the listing is locked by a clone this session did not start
-// (see ownClones).
+// by a deletion. When none runs, the clone that locked a VM of the listing has ended
+// since, its VM perhaps the machine's and named now: the caller lists again. It costs
+// a read of the running clones of the templates' nodes (a clone runs on its source's
+// node), made only while some VM of the listing is locked by a clone this session did
+// not start (see ownClones). Each node's own list of running tasks is read, not
+// /cluster/tasks: PVE cuts that to 32 KiB of running and recent tasks, so on a busy
+// cluster it may leave out the very clone to wait for.
 func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all []pve.Resource) (cloneSearch, error) {
 	var locked []int
 	for _, r := range all {
@@ -53,11 +58,8 @@ func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all 
 	if found, ok := s.ownClones(m.UID, locked); ok {
 		return found, nil
 	}
-	tasks, err := s.api.ClusterTasks(ctx)
-	if err != nil {
-		return cloneSearch{}, err
-	}
 	var since int64
+	nodes := templateNodes(all)
 	source := ""
 	if m.Object != nil {
 		if c := m.Object.GetCreationTimestamp(); !c.IsZero() {
@@ -66,45 +68,55 @@ func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all 
 		}
 		if m.Object.GetDeletionTimestamp() == nil {
 			if tmpl, err := s.template(ctx, m, all); err == nil {
-				source = strconv.Itoa(tmpl.vmid)
+				source, nodes = strconv.Itoa(tmpl.vmid), []string{tmpl.node}
 			}
 		}
 	}
-	var found cloneSearch
 	mine := s.clonedFor(m.UID)
-	for _, t := range tasks {
-		if t.Type != "qmclone" || t.StartTime < since || (source != "" && t.ID != source) {
-			continue
+	for _, node := range nodes {
+		tasks, err := s.api.RunningTasks(ctx, node, "qmclone")
+		if err != nil {
+			return cloneSearch{}, err
 		}
-		if !t.Running() && t.Status != "OK" {
-			continue // a failed clone left no VM: PVE removes its config
-		}
-		owner, ok := s.cloneOwner(t.UPID)
-		if ok && owner != m.UID {
-			continue // this session's clone for another machine
-		}
-		if !ok && mine {
-			// Another client's: this session cloned for the machine after it had found
-			// no clone of an earlier session in flight, so this one is not the machine's.
-			continue
-		}
-		if t.Running() {
+		for _, t := range tasks {
+			if !t.Running() || t.StartTime < since || (source != "" && t.ID != source) {
+				continue
+			}
+			owner, ok := s.cloneOwner(t.UPID)
+			if ok && owner != m.UID {
+				continue // this session's clone for another machine
+			}
+			if !ok && mine {
+				// Another client's: this session cloned for the machine after it had found
+				// no clone of an earlier session in flight, so this one is not the machine's.
+				continue
+			}
 			return cloneSearch{running: t.UPID}, nil
 		}
-		found.ended = true
 	}
-	return found, nil
+	return cloneSearch{ended: true}, nil
+}
+
+// templateNodes are the nodes that hold a template of the listing all, each once.
+func templateNodes(all []pve.Resource) []string {
+	var nodes []string
+	for _, r := range all {
+		if r.Template && !slices.Contains(nodes, r.Node) {
+			nodes = append(nodes, r.Node)
+		}
+	}
+	return nodes
 }
 
 // ownClones tells what pendingClone would find when every VM of the listing locked by a
 // clone (the VMIDs locked) is one this session is cloning onto, with no need of the
-// cluster's tasks: the clone of the machine uid among them, if any, runs; the others
+// nodes' tasks: the clone of the machine uid among them, if any, runs; the others
 // make other machines' VMs. It reports false when a locked VM is not this session's:
 // it may be a crashed provider's clone for the machine. PVE refuses a clone onto a
 // VMID that has a config, so the VM locked on a VMID this session cloned onto is its
 // clone, unless that VM has been destroyed and the VMID taken by another client within
 // cloneMemory; on a large cluster, where clones of its own are always in flight, this
-// saves reading the cluster's tasks for every new machine.
+// saves reading the nodes' tasks for every new machine.
 func (s *session) ownClones(uid k8stypes.UID, locked []int) (cloneSearch, bool) {
 	s.clonesMu.Lock()
 	defer s.clonesMu.Unlock()

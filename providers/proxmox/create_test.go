@@ -14,6 +14,7 @@ import (
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/proxmox/proxmoxtest"
+	"github.com/banlieue/banlieue/providers/proxmox/pve"
 	proxmoxsim "github.com/banlieue/banlieue/sim/proxmox"
 )
 
@@ -59,7 +60,8 @@ func TestCrashMidCloneAdoptsTheClone(t *testing.T) {
 	m := newMachine("8d2e3f40-0000-4000-8000-000000000002")
 	clone := crashAfterCreate(t, sim, m)
 	// Observe finds no VM by the machine's identity, but a VM locked by a clone: the
-	// cluster's tasks show the clone, which it reports in flight, so no Create follows.
+	// template's node's running tasks show the clone, which it reports in flight, so no
+	// Create follows.
 	second := connect(t, sim, newDriver(sim))
 	o, err := second.Observe(context.Background(), m)
 	if err != nil || !o.Exists || o.Task.Ref != clone.Ref {
@@ -105,7 +107,7 @@ func TestCloneOfACrashedProviderIsNotClonedAgainWhenItEnds(t *testing.T) {
 		d := newDriver(sim)
 		d.wrapTransport = func(next http.RoundTripper) http.RoundTripper {
 			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-				if strings.HasSuffix(r.URL.Path, "/cluster/tasks") {
+				if strings.HasSuffix(r.URL.Path, "/tasks") { // the node's running tasks
 					waitForClones(t, sim)
 				}
 				return next.RoundTrip(r)
@@ -124,6 +126,38 @@ func TestCloneOfACrashedProviderIsNotClonedAgainWhenItEnds(t *testing.T) {
 			t.Errorf("%d clone tasks, want 1", clones)
 		}
 	})
+}
+
+// A crashed provider's clone that still runs is found on a node running more tasks than
+// PVE's /cluster/tasks lists (it drops a node's oldest until the list is under 32 KiB):
+// the machine waits for it instead of being cloned again.
+func TestACrashedProvidersCloneIsFoundAmongManyRunningTasks(t *testing.T) {
+	const busy = "busy-tpl"
+	sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
+		o.Templates = map[string]string{proxmoxtest.TemplateName: proxmoxtest.Node1, busy: proxmoxtest.Node1}
+		o.TaskDelays = map[string]time.Duration{"qmclone": 5 * time.Second}
+	})
+	m := newMachine("0b1c2d3e-0000-4000-8000-000000000031")
+	clone := crashAfterCreate(t, sim, m)
+	// Another client clones another template 200 times: each running clone is newer
+	// than the crashed one, and none is of the machine's template.
+	var source int
+	for _, vm := range sim.VMs() {
+		if vm.Name == busy {
+			source = vm.VMID
+		}
+	}
+	other := connect(t, sim, newDriver(sim))
+	for i := range 200 {
+		if _, err := other.api.Clone(context.Background(), proxmoxtest.Node1, source, pve.CloneOptions{NewID: 5000 + i, Name: fmt.Sprintf("busy-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := connect(t, sim, newDriver(sim))
+	o, err := second.Observe(context.Background(), m)
+	if err != nil || !o.Exists || o.Task.Ref != clone.Ref {
+		t.Fatalf("Observe = %+v, %v; want clone %s in flight", o, err, clone.Ref)
+	}
 }
 
 // A session knows the clones it started: another machine's Create does not take one of
@@ -223,8 +257,8 @@ func TestConcurrentCreatesGetDistinctVMIDs(t *testing.T) {
 }
 
 // Create works from the listing Observe read in the same reconcile and lists the
-// cluster no more; the cluster's tasks are read only while a VM is locked by a clone
-// the session did not start.
+// cluster no more; the node's running tasks are read only while a VM is locked by a
+// clone the session did not start.
 func TestCreateTakesObservesListing(t *testing.T) {
 	tests := []struct {
 		name string
@@ -235,7 +269,7 @@ func TestCreateTakesObservesListing(t *testing.T) {
 	}{
 		{name: "a new machine costs Observe's listing alone", lists: 1},
 		{name: "the session's clone of another machine in flight costs no more", cloning: true, lists: 1},
-		{name: "another client's clone in flight costs the tasks, no listing more", foreign: true, lists: 1, taskList: 1},
+		{name: "another client's clone in flight costs the node's tasks, no listing more", foreign: true, lists: 1, taskList: 1},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,7 +287,7 @@ func TestCreateTakesObservesListing(t *testing.T) {
 				crashAfterCreate(t, sim, other)
 			}
 			m := newMachine(fmt.Sprintf("5c6d7e8f-0000-4000-8000-%012d", i))
-			lists, tasks := countCalls(sim, listOp), countCalls(sim, "GET /cluster/tasks")
+			lists, tasks := countCalls(sim, listOp), countCalls(sim, "GET /nodes/{node}/tasks")
 			if task, err := observeCreate(t, s, m); err != nil || !task.InFlight() || task.Operation != providersdk.OperationClone {
 				t.Fatalf("Create = %+v, %v; want the clone task", task, err)
 			}
@@ -261,7 +295,7 @@ func TestCreateTakesObservesListing(t *testing.T) {
 				t.Errorf("listed the cluster %d times, want %d", n, tt.lists)
 			}
 			if n := tasks.since(t); n != tt.taskList {
-				t.Errorf("read the cluster's tasks %d times, want %d", n, tt.taskList)
+				t.Errorf("read the node's tasks %d times, want %d", n, tt.taskList)
 			}
 		})
 	}

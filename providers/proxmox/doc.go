@@ -206,13 +206,17 @@
 // the tag but another UID is left alone (IdentityMismatch). A clone in flight has
 // neither name nor description (its config holds only lock: clone), so a provider that
 // crashed after starting one cannot recognise it: when Observe does not find the VM and
-// some VM is locked by a clone, it reads the cluster's tasks (one call) and reports any
-// qmclone task of the template (of any template for a machine being deleted) started
-// since the machine was created, other than those the session started for other
-// machines, those that failed (PVE removes a failed clone's config) and, once the
-// session cloned for the machine itself, those it did not start, as the task in
-// flight; the machine waits for it instead of cloning again or being released. When such a task has ended by then, the VM it made may have been
-// locked and nameless in the listing, so the cluster is listed again.
+// some VM is locked by a clone the session did not start, it reads the running qmclone
+// tasks of the template's node (of every template's node for a machine being deleted;
+// a clone runs on its source's node), and reports any of the template (of any template)
+// started since the machine was created, other than those the session started for
+// other machines and, once the session cloned for the machine itself, those it did not
+// start, as the task in flight; the machine waits for it instead of cloning again or
+// being released. Each node's list of its running tasks is read, not /cluster/tasks,
+// which PVE cuts to 32 KiB of running and recent tasks: on a busy cluster it may leave
+// out the clone to wait for. When no such clone runs, the one that locked the VM has
+// ended since the listing, and the VM it made may have been locked and nameless there,
+// so the cluster is listed again.
 //
 // # Adoption
 //

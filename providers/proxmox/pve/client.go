@@ -65,9 +65,8 @@ type Client struct {
 	secretRef string
 	// endpoint names the cluster in the messages of network problems.
 	endpoint providersdk.Endpoint
-	// resources and tasks share the cluster's listings among concurrent callers.
+	// resources shares the cluster's listing among concurrent callers.
 	resources *coalesced[Resource]
-	tasks     *coalesced[Task]
 }
 
 // New builds the Client of conn. It makes no call: Cluster is the first one. It fails
@@ -105,7 +104,6 @@ func New(conn Connection) (*Client, error) {
 		url:       u,
 		secretRef: conn.SecretRef,
 		resources: newCoalesced[Resource](),
-		tasks:     newCoalesced[Task](),
 		endpoint: providersdk.Endpoint{Kind: "Proxmox VE", Host: u.Host, CAHint: "/etc/pve/pve-root-ca.pem on a node",
 			RefusedHint: " (port 8006) and that pveproxy runs"},
 	}, nil

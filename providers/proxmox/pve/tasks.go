@@ -3,6 +3,7 @@ package pve
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -69,26 +70,21 @@ type Task struct {
 // Running reports whether the task runs.
 func (t Task) Running() bool { return t.EndTime == 0 && (t.Status == "" || t.Status == "RUNNING") }
 
-// ClusterTasks lists the recent tasks of every node, running and ended, in one call,
-// which callers that ask at once share (coalesced).
-func (c *Client) ClusterTasks(ctx context.Context) ([]Task, error) {
-	return c.tasks.do(ctx, c.listTasks)
-}
-
-func (c *Client) listTasks(ctx context.Context) ([]Task, error) {
-	var tasks []Task
-	if err := c.get(ctx, "/cluster/tasks", nil, &tasks); err != nil {
-		return nil, err
-	}
-	return tasks, nil
-}
-
-// RunningTasks lists the tasks of type typ that run on node.
+// RunningTasks lists the tasks of type typ that run on node: the node's own list of
+// its running tasks, whole, where /cluster/tasks is cut to 32 KiB. PVE answers at most
+// limit tasks (50 unless asked) from start, so it reads page after page.
 func (c *Client) RunningTasks(ctx context.Context, node, typ string) ([]Task, error) {
+	const page = 500
 	var tasks []Task
-	q := map[string]string{"source": "active", "typefilter": typ}
-	if err := c.get(ctx, "/nodes/"+node+"/tasks", q, &tasks); err != nil {
-		return nil, err
+	for {
+		var more []Task
+		q := map[string]string{"source": "active", "typefilter": typ, "start": strconv.Itoa(len(tasks)), "limit": strconv.Itoa(page)}
+		if err := c.get(ctx, "/nodes/"+node+"/tasks", q, &more); err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, more...)
+		if len(more) < page {
+			return tasks, nil
+		}
 	}
-	return tasks, nil
 }

@@ -145,8 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // than core's own last write of it. A machine's progress wakes its VM at once (see
 // virtualmachine_priority.go), often before the watch has brought back the status core
 // wrote a moment earlier; reconciling that older copy wrote the same step again, with a
-// new lastTransitionTime: at 10,000 VMs, most of the VM status writes past the two a
-// VM needs, and nearly one per VM deleted.
+// new lastTransitionTime: at 10,000 VMs, nearly one status write more per VM deleted.
 func (r *Reconciler) readOwnWrites(live client.Reader) {
 	r.written = ownwrites.New()
 	r.live = live

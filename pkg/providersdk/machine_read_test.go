@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -20,39 +19,42 @@ import (
 	"github.com/banlieue/banlieue/pkg/ownwrites"
 )
 
-// copyAt is a reader that has the machine at one resourceVersion.
-type copyAt string
-
-func (rv copyAt) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	obj.SetNamespace(key.Namespace)
-	obj.SetName(key.Name)
-	obj.SetResourceVersion(string(rv))
-	return nil
-}
-
-func (copyAt) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
-
 // A machine read from the API server because the cache is behind the Reconciler's own
 // write (package ownwrites) is counted; one read from the cache is not.
 func TestReadMachineCountsItsLiveReads(t *testing.T) {
-	key := types.NamespacedName{Namespace: "team-a", Name: "web-01"}
+	gvk := schema.GroupVersionKind{Group: "infrastructure.banlieue.io", Version: "v1alpha1", Kind: "TestMachine"}
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
+	stored := &unstructured.Unstructured{}
+	stored.SetGroupVersionKind(gvk)
+	stored.SetNamespace("team-a")
+	stored.SetName("web-01")
+	c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(stored).Build()
+	key := client.ObjectKeyFromObject(stored)
+	if err := c.Get(context.Background(), key, stored); err != nil {
+		t.Fatal(err)
+	}
+	rv, err := strconv.ParseUint(stored.GetResourceVersion(), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
-		name   string
-		cached string
-		live   float64
+		name    string
+		written uint64 // the version of the Reconciler's last write
+		live    float64
 	}{
-		{name: "the cache holds the write", cached: "100"},
-		{name: "the cache is behind the write", cached: "99", live: 1},
+		{name: "the cache holds the write", written: rv},
+		{name: "the cache is behind the write", written: rv + 1, live: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Reconciler{class: "test-read", machines: copyAt(tt.cached), live: copyAt("200"), written: ownwrites.New()}
-			w := &unstructured.Unstructured{}
-			w.SetNamespace(key.Namespace)
-			w.SetName(key.Name)
-			w.SetResourceVersion("100")
+			r := &Reconciler{class: "test-read", machines: c, live: c, written: ownwrites.New()}
+			w := stored.DeepCopy()
+			w.SetResourceVersion(strconv.FormatUint(tt.written, 10))
 			r.written.Wrote(w)
 			before := liveReads(t, r.class)
-			if err := r.readMachine(context.Background(), key, &unstructured.Unstructured{}); err != nil {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			if err := r.readMachine(context.Background(), key, u); err != nil {
 				t.Fatal(err)
 			}
 			if live := liveReads(t, r.class) - before; live != tt.live {

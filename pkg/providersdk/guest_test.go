@@ -119,6 +119,53 @@ func TestAReportedGuestIsLookedAtOnlyForAShortWindow(t *testing.T) {
 	}
 }
 
+// The looks of a guest window at the machines of a reporting session ask the backend
+// once for the Provider, an answer shared by the looks of the window's first interval,
+// and observe no VM; a machine whose VM the answer lists is observed, and gets its
+// address.
+func TestTheGuestWindowsLooksShareOneAnswerPerProvider(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		base     time.Duration // the window's first interval, as long as an answer serves
+		address  string        // the machine whose guest reports an address before the looks
+		observes int
+		reports  int
+	}{
+		{name: "three looks within one interval", base: time.Hour, reports: 1},
+		{name: "three looks, each after the last answer aged", base: time.Nanosecond, reports: 3},
+		{name: "a look at the machine whose guest reports", base: time.Nanosecond, address: "b", observes: 1, reports: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			g := newGuests()
+			r := providersdk.NewReconciler(k8s, testMachineGVK, g.driver(true), providersdk.WithFinalizer(provider.Finalizer),
+				providersdk.WithGuestWindow(tt.base, tt.base, 5))
+			machines := []*testv1.TestMachine{e.machine("a"), e.machine("b"), e.machine("c")}
+			for _, m := range machines {
+				e.mustReconcile(r, m) // Ready without an address: its window begins
+			}
+			if tt.address != "" {
+				g.setAddress(tt.address, "192.0.2.9")
+			}
+			observes, reports := g.counts()
+			for _, m := range machines {
+				e.mustReconcile(r, m)
+			}
+			observesAfter, reportsAfter := g.counts()
+			if observesAfter-observes != tt.observes || reportsAfter-reports != tt.reports {
+				t.Errorf("the looks observed %d VMs and asked for %d answers, want %d and %d",
+					observesAfter-observes, reportsAfter-reports, tt.observes, tt.reports)
+			}
+			for _, m := range machines {
+				got := e.get(m)
+				if want := map[bool]int{true: 1}[m.Name == tt.address]; len(got.Status.Addresses) != want {
+					t.Errorf("%s has %d addresses, want %d", m.Name, len(got.Status.Addresses), want)
+				}
+			}
+		})
+	}
+}
+
 // woken drains the machines sent on ch, by name.
 func woken(ch chan event.GenericEvent) []string {
 	var names []string

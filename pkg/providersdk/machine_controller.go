@@ -61,6 +61,8 @@ type Reconciler struct {
 	unreachable workqueue.TypedRateLimiter[types.UID]
 	guest       workqueue.TypedRateLimiter[types.UID]
 	guestWindow workqueue.TypedRateLimiter[types.UID]
+	// looks serves the guest window's looks from one answer per Provider.
+	looks       *guestLooks
 	readerSet   bool
 	sessionsSet bool
 
@@ -202,9 +204,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if s.machine.ClusterID, err = r.sessions.ClusterID(ctx); err != nil {
 				return err
 			}
-			_, s.guestsReported = cl.(GuestAddressReporter)
+			reporter, reports := cl.(GuestAddressReporter)
+			s.guestsReported = reports
 			if deleting {
 				return r.reconcileDelete(ctx, cl, s)
+			}
+			if reports && r.looks.lookOnly(s) {
+				has, err := r.looks.reports(ctx, p.UID, reporter, s.machine.Spec.ProviderID)
+				if err != nil || !has {
+					s.waitingForGuest = err == nil
+					return err
+				}
 			}
 			return r.reconcileNormal(ctx, cl, p, s)
 		})

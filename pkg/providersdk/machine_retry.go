@@ -32,6 +32,7 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 	if err != nil || !s.waitingForGuest {
 		r.guest.Forget(uid)
 		r.guestWindow.Forget(uid)
+		r.looks.look(uid, false)
 	}
 	if !errors.As(err, &perm) {
 		s.setFailure("", "")
@@ -47,7 +48,9 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 				// VM reports an address: no look per VM in the meantime.
 				looks = r.guestWindow
 			}
-			if after := looks.When(uid); after > 0 {
+			after := looks.When(uid)
+			r.looks.look(uid, s.guestsReported && after > 0)
+			if after > 0 {
 				return ctrl.Result{RequeueAfter: after}, nil
 			}
 		}
@@ -203,6 +206,7 @@ func (r *Reconciler) forget(uid types.UID) {
 	r.unreachable.Forget(uid)
 	r.guest.Forget(uid)
 	r.guestWindow.Forget(uid)
+	r.looks.look(uid, false)
 	r.holdsMu.Lock()
 	delete(r.holds, uid)
 	r.holdsMu.Unlock()

@@ -116,11 +116,15 @@ func WithGuestBackoff(base, maxDelay time.Duration, maxLooks int) Option {
 // looked at again when the driver's session is a GuestAddressReporter: from base,
 // doubling up to maxDelay, for maxLooks looks, so that a guest that comes up quickly
 // has its address within seconds; after that the Provider controller's inventory
-// refresh wakes the machine once its VM reports one, and no look costs a backend call
-// per VM. The default is 2s to 30s, 5 looks (about a minute, the default inventory
-// interval).
+// refresh wakes the machine once its VM reports one. No look costs a backend call per
+// VM: a look asks GuestsWithAddresses, one answer per Provider serving the looks of
+// base, and only a machine whose VM the answer lists is observed. The default is 2s to
+// 30s, 5 looks (about a minute, the default inventory interval).
 func WithGuestWindow(base, maxDelay time.Duration, maxLooks int) Option {
-	return func(r *Reconciler) { r.guestWindow = newBoundedLimiter(base, maxDelay, maxLooks) }
+	return func(r *Reconciler) {
+		r.guestWindow = newBoundedLimiter(base, maxDelay, maxLooks)
+		r.looks = newGuestLooks(base)
+	}
 }
 
 // WithWakeups makes the Reconciler also reconcile the machines sent on ch. Setup passes

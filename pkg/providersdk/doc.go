@@ -23,7 +23,9 @@
 // doubling to 2 min for 16 looks, about 25 minutes (WithGuestBackoff). A Client that
 // also implements GuestAddressReporter tells in one call for the whole Provider which
 // VMs' guests report an address; for it the Reconciler looks only for a short window
-// after the VM starts (2 s doubling to 30 s, 5 looks: WithGuestWindow), and the Provider
+// after the VM starts (2 s doubling to 30 s, 5 looks: WithGuestWindow), each look that
+// one call, its answer shared by the Provider's machines for the window's first
+// interval, and an Observe only for a VM it lists; and the Provider
 // controller, on its periodic inventory refresh (Config.InventoryInterval), makes that
 // one call when some Ready, powered-on machine of the Provider has a providerID but no
 // address, and wakes exactly the machines whose VM now reports one. Machines are read

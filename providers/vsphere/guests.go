@@ -12,9 +12,10 @@ import (
 // GuestsWithAddresses returns the providerIDs of the VMs whose guests report an address
 // that Observe would report. It reads every VM of the Provider's datacenter (of the whole
 // vCenter when the Provider's failure domains span several datacenters) through one
-// container view, in one property collector call, whatever the number of VMs: the
-// Provider controller calls it on its inventory refresh instead of each machine that
-// waits for its guest's address looking at its VM.
+// container view, in one property collector call, whatever the number of VMs: the SDK
+// calls it for the looks of a new VM's guest window, and the Provider controller on its
+// inventory refresh, instead of each machine that waits for its guest's address
+// looking at its VM.
 func (s *session) GuestsWithAddresses(ctx context.Context) (map[string]bool, error) {
 	container, err := s.vmContainer(ctx)
 	if err != nil {

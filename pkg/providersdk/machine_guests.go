@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -58,9 +57,10 @@ func (g *guestLooks) look(uid types.UID, looking bool) {
 }
 
 // lookOnly reports whether a reconcile of s's machine is one of its guest window's looks
-// and nothing more: the machine is in its window, Ready and running as wanted, its VM
-// known, without an address, a task, a failure or a spec the last reconcile had not
-// seen. Such a reconcile needs only to know whether the guest reports an address yet.
+// and nothing more: the machine is in its window and waits for its guest's address
+// (waitingForAddress), running as wanted, without a task, a failure or a spec the last
+// reconcile had not seen. Such a reconcile needs only to know whether the guest reports
+// an address yet.
 func (g *guestLooks) lookOnly(s *scope) bool {
 	if g == nil {
 		return false
@@ -69,10 +69,8 @@ func (g *guestLooks) lookOnly(s *scope) bool {
 	looking := g.looking[s.machine.UID]
 	g.mu.Unlock()
 	st, m := s.before, s.machine
-	return looking && !m.Deleting && m.Spec.ProviderID != "" && !m.Task.InFlight() &&
-		m.DesiredPower() == banlieuev1.PowerStatePoweredOn && st.PowerState == banlieuev1.PowerStatePoweredOn &&
-		len(st.Addresses) == 0 && st.FailureReason == "" && st.ObservedGeneration == m.Generation &&
-		meta.IsStatusConditionTrue(st.Conditions, banlieuev1.ReadyCondition)
+	return looking && m.Object != nil && waitingForAddress(m.Object) != "" && !m.Task.InFlight() &&
+		m.DesiredPower() == banlieuev1.PowerStatePoweredOn && st.FailureReason == "" && st.ObservedGeneration == m.Generation
 }
 
 // reports reports whether the guest of the VM id, of the Provider provider, reports an

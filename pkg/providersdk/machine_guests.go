@@ -58,8 +58,8 @@ func (g *guestLooks) look(uid types.UID, looking bool) {
 
 // lookOnly reports whether a reconcile of s's machine is one of its guest window's looks
 // and nothing more: the machine is in its window and waits for its guest's address
-// (waitingForAddress), running as wanted, without a task, a failure or a spec the last
-// reconcile had not seen. Such a reconcile needs only to know whether the guest reports
+// (waitsForAddress, on the status already read), with its VM known, running as wanted,
+// without a task, a failure or a spec the last reconcile had not seen. Such a reconcile needs only to know whether the guest reports
 // an address yet.
 func (g *guestLooks) lookOnly(s *scope) bool {
 	if g == nil {
@@ -69,7 +69,7 @@ func (g *guestLooks) lookOnly(s *scope) bool {
 	looking := g.looking[s.machine.UID]
 	g.mu.Unlock()
 	st, m := s.before, s.machine
-	return looking && m.Object != nil && waitingForAddress(m.Object) != "" && !m.Task.InFlight() &&
+	return looking && !m.Deleting && m.Spec.ProviderID != "" && waitsForAddress(st) && !m.Task.InFlight() &&
 		m.DesiredPower() == banlieuev1.PowerStatePoweredOn && st.FailureReason == "" && st.ObservedGeneration == m.Generation
 }
 

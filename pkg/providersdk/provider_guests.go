@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
 )
@@ -68,9 +69,15 @@ func waitingForAddress(u *unstructured.Unstructured) string {
 		return ""
 	}
 	status, err := contract.Status(u)
-	if err != nil || len(status.Addresses) > 0 || status.PowerState != banlieuev1.PowerStatePoweredOn ||
-		!meta.IsStatusConditionTrue(status.Conditions, banlieuev1.ReadyCondition) {
+	if err != nil || !waitsForAddress(status) {
 		return ""
 	}
 	return id
+}
+
+// waitsForAddress reports whether a machine's status says Ready and powered on, without
+// an address.
+func waitsForAddress(status infrav1.MachineStatus) bool {
+	return len(status.Addresses) == 0 && status.PowerState == banlieuev1.PowerStatePoweredOn &&
+		meta.IsStatusConditionTrue(status.Conditions, banlieuev1.ReadyCondition)
 }

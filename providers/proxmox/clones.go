@@ -59,7 +59,7 @@ func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all 
 		return found, nil
 	}
 	var since int64
-	nodes := templateNodes(all)
+	var nodes []string
 	source := ""
 	if m.Object != nil {
 		if c := m.Object.GetCreationTimestamp(); !c.IsZero() {
@@ -71,6 +71,9 @@ func (s *session) pendingClone(ctx context.Context, m *providersdk.Machine, all 
 				source, nodes = strconv.Itoa(tmpl.vmid), []string{tmpl.node}
 			}
 		}
+	}
+	if source == "" {
+		nodes = templateNodes(all)
 	}
 	mine := s.clonedFor(m.UID)
 	for _, node := range nodes {

@@ -3,7 +3,9 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +13,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -89,6 +95,7 @@ func TestCoreShardsHandOffWithoutPlacingTwice(t *testing.T) {
 	}
 	objs = append(objs, devenv.Class(className, 1, 256), devenv.Image(imageName))
 	c := env.Client
+	placements := watchPlacements(ctx, t, env)
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatalf("failed to create %s: %v", client.ObjectKeyFromObject(o), err)
@@ -145,26 +152,20 @@ func TestCoreShardsHandOffWithoutPlacingTwice(t *testing.T) {
 	inventory, err := vsphereVMs(ctx, vs)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(inventory).To(HaveLen(tenants * perTenant))
-	// Events are sent after the write they tell of: a VM placed the moment before the
-	// last one was Ready may have its Scheduled Event on the way still.
-	g.Eventually(func(g Gomega) {
-		events := &eventsv1.EventList{}
-		g.Expect(c.List(ctx, events)).To(Succeed())
-		placed := map[string]int{}
-		for _, e := range events.Items {
-			if e.Reason == banlieuev1.VirtualMachineScheduledReason && e.Regarding.Kind == "VirtualMachine" {
-				n := 1
-				if e.Series != nil {
-					n = int(e.Series.Count)
-				}
-				placed[e.Regarding.Namespace+"/"+e.Regarding.Name] += n
-			}
-		}
-		g.Expect(placed).To(HaveLen(tenants * perTenant))
-		for vm, n := range placed {
-			g.Expect(n).To(Equal(1), "%s was placed %d times", vm, n)
-		}
-	}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+	// A placement is a write of a VM's status.scheduled, seen by the test's own watch:
+	// the Scheduled Events cannot count them, since the killed instance's last ones die
+	// with it, unsent.
+	g.Eventually(placements).WithTimeout(30*time.Second).WithPolling(time.Second).Should(HaveLen(tenants*perTenant),
+		"VMs whose placement the watch saw")
+	for vm, n := range placements() {
+		g.Expect(n).To(Equal(1), "%s was placed %d times", vm, n)
+	}
+	// Events may be lost with a process, never doubled.
+	events := &eventsv1.EventList{}
+	g.Expect(c.List(ctx, events)).To(Succeed())
+	for vm, n := range scheduledEvents(events) {
+		g.Expect(n).To(Equal(1), "%s has %d Scheduled Events", vm, n)
+	}
 	// Every VM is counted by exactly one shard, and each shard serves its half.
 	var counted float64
 	for _, s := range shards {
@@ -187,6 +188,70 @@ func TestCoreShardsHandOffWithoutPlacingTwice(t *testing.T) {
 		return names
 	}).WithTimeout(30*time.Second).Should(ConsistOf(virtualmachine.CoreShardLeaseName(0, 1, ""), virtualmachine.CoreShardLeaseName(1, 2, "")),
 		"the registrations left: the killed instance's and the running shard's")
+}
+
+// watchPlacements watches every VirtualMachine from now until the test ends, and
+// returns a function that counts, per VM, the writes that set or changed its
+// status.scheduled. The watch resumes where it stopped when the API server ends it, so
+// no write is missed. A placement written again identically within the same second
+// (scheduledAt is kept to the second) changes nothing and is not counted.
+func watchPlacements(ctx context.Context, t *testing.T, env *testenv.Env) func() map[string]int {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &banlieuev1.VirtualMachineList{}
+	if err := wc.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return wc.Watch(ctx, &banlieuev1.VirtualMachineList{}, &client.ListOptions{Raw: &opts})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	last := map[string]banlieuev1.ScheduledPlacement{}
+	placed := map[string]int{}
+	go func() {
+		for e := range w.ResultChan() {
+			vm, ok := e.Object.(*banlieuev1.VirtualMachine)
+			if !ok || e.Type == watch.Deleted || !vm.Status.Scheduled.IsDefined() {
+				continue
+			}
+			key := vm.Namespace + "/" + vm.Name
+			mu.Lock()
+			if !equality.Semantic.DeepEqual(last[key], vm.Status.Scheduled) {
+				last[key] = vm.Status.Scheduled
+				placed[key]++
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(placed)
+	}
+}
+
+// scheduledEvents counts each VM's Scheduled Events, a series counted by its count.
+func scheduledEvents(events *eventsv1.EventList) map[string]int {
+	placed := map[string]int{}
+	for _, e := range events.Items {
+		if e.Reason == banlieuev1.VirtualMachineScheduledReason && e.Regarding.Kind == "VirtualMachine" {
+			n := 1
+			if e.Series != nil {
+				n = int(e.Series.Count)
+			}
+			placed[e.Regarding.Namespace+"/"+e.Regarding.Name] += n
+		}
+	}
+	return placed
 }
 
 // holds is a core process's banlieue_core_shard_holds_total of reason.

@@ -22,7 +22,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the Go types and markers, and the chart's copies (CRDs, RBAC, alerts, dashboard).
+generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the Go types and markers, and the chart's copies (CRDs, RBAC, admission policy, alerts, dashboard).
 	$(CONTROLLER_GEN) object paths=./api/... paths=./pkg/contract/... paths=./test/provider/api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) crd paths=./test/provider/api/... output:crd:dir=test/provider/config/crd
@@ -35,6 +35,7 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the
 	  cp config/rbac/capi/role.yaml charts/banlieue/files/rbac/capi.yaml
 	@mkdir -p charts/banlieue/files/monitoring && cp config/monitoring/prometheusrule.yaml charts/banlieue/files/monitoring/prometheusrule.yaml && \
 	  cp config/monitoring/dashboards/banlieue.json charts/banlieue/files/monitoring/banlieue.json
+	@mkdir -p charts/banlieue/files/admission && cp config/admission/virtualmachine-finalizer.yaml charts/banlieue/files/admission/virtualmachine-finalizer.yaml
 	$(CRD_REF_DOCS) --log-level=ERROR --source-path=./api --renderer=markdown --config=docs/reference/config.yaml \
 	  --templates-dir=docs/reference/templates --output-path=docs/reference/api.md
 

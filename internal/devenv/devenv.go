@@ -1,6 +1,7 @@
 package devenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,8 @@ type Options struct {
 	Assets string
 	// CRDs are folders of CRD manifests to install.
 	CRDs []string
+	// Admission is the folder of admission policies to install (AdmissionDir).
+	Admission string
 	// Dir is where the kubeconfig is written.
 	Dir string
 }
@@ -32,7 +35,8 @@ type Env struct {
 	env *envtest.Environment
 }
 
-// Start starts etcd and kube-apiserver, installs the CRDs and writes the kubeconfig.
+// Start starts etcd and kube-apiserver, installs the CRDs and the admission policies,
+// and writes the kubeconfig.
 func Start(o Options) (*Env, error) {
 	if o.Assets == "" {
 		return nil, errors.New("no envtest assets: pass --assets, or run 'make dev', which builds them")
@@ -47,6 +51,9 @@ func Start(o Options) (*Env, error) {
 			return nil, fmt.Errorf("no CRDs at %s: pass --crds, or run from the repository's root", dir)
 		}
 	}
+	if _, err := os.Stat(o.Admission); err != nil {
+		return nil, fmt.Errorf("no admission policies at %q: pass --admission, or run from the repository's root", o.Admission)
+	}
 	env := &envtest.Environment{BinaryAssetsDirectory: o.Assets, CRDDirectoryPaths: o.CRDs, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
@@ -55,6 +62,9 @@ func Start(o Options) (*Env, error) {
 		return nil, errors.Join(fmt.Errorf("failed to start the control plane: %w", err), env.Stop())
 	}
 	e := &Env{Config: cfg, Kubectl: filepath.Join(o.Assets, "kubectl"), env: env}
+	if err := InstallAdmission(context.Background(), cfg, o.Admission); err != nil {
+		return nil, errors.Join(err, e.Stop())
+	}
 	if err := e.writeKubeconfig(o.Dir); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}

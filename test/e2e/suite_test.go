@@ -43,6 +43,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	if err := env.InstallAdmission(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	cfg, k8s = env.Config, env.Client
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {

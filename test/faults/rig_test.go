@@ -81,6 +81,9 @@ func newRig(t *testing.T, sz size, seed uint64) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
+	if err := env.InstallAdmission(); err != nil {
+		t.Fatal(err)
+	}
 	r.env, r.c = env, env.Client
 
 	b := startBackends(t)

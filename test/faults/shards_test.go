@@ -50,6 +50,9 @@ func TestCoreShardsHandOffWithoutPlacingTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
+	if err := env.InstallAdmission(); err != nil {
+		t.Fatal(err)
+	}
 	vs, err := vspheresim.Start(vspheresim.Options{Templates: []string{devenv.VSphereTemplate}, GuestAddressDelay: -1})
 	if err != nil {
 		t.Fatal(err)

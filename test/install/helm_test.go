@@ -203,7 +203,8 @@ func TestTheChartAndKustomizeInstallTheSameEssentials(t *testing.T) {
 }
 
 // essentials keys the objects an installation must agree on by "kind namespace/name":
-// CRDs and ServiceAccounts (by name alone), Roles and ClusterRoles (their rules),
+// CRDs and ServiceAccounts (by name alone), admission policies and their bindings (their
+// specs), Roles and ClusterRoles (their rules),
 // bindings (role and subjects, sorted) and Deployments (what their pods run as and with).
 func essentials(g *WithT, objs []*unstructured.Unstructured) map[string]any {
 	out := map[string]any{}
@@ -214,6 +215,10 @@ func essentials(g *WithT, objs []*unstructured.Unstructured) map[string]any {
 		switch o.GetKind() {
 		case "CustomResourceDefinition", "ServiceAccount":
 			out[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = true
+		case "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding":
+			// Cluster-scoped: kustomize, which does not know these kinds, gives them
+			// config/default's namespace, and the API server drops it.
+			out[o.GetKind()+" /"+o.GetName()] = o.Object["spec"]
 		}
 	}
 	for _, r := range typed[rbacv1.ClusterRole](g, objs, "ClusterRole") {

@@ -145,6 +145,9 @@ func run(ctx context.Context, o options) (string, error) {
 			logf("Warning: %v", err)
 		}
 	}()
+	if err := b.env.InstallAdmission(); err != nil {
+		return "", err
+	}
 	logf("Starting the simulated backends")
 	// Blank disks: the libvirt VMs of a scale run are defined powered off.
 	if b.sims, err = devenv.StartBackends(""); err != nil {

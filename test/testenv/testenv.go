@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
+	"github.com/banlieue/banlieue/internal/devenv"
 	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
 )
 
@@ -79,6 +81,14 @@ type Env struct {
 
 // Stop stops kube-apiserver and etcd.
 func (e *Env) Stop() error { return e.env.Stop() }
+
+// InstallAdmission installs banlieue's admission policies (config/admission) as a
+// cluster has them, and waits until the API server runs them. A suite whose VMs are
+// deleted with no core controller running leaves them out: the finalizer they give a
+// VM would keep it from ever going.
+func (e *Env) InstallAdmission() error {
+	return devenv.InstallAdmission(context.Background(), e.Config, RepoPath(devenv.AdmissionDir))
+}
 
 // Start starts kube-apiserver and etcd with the CRDs in crdDirs (relative to the
 // repository's root) and returns the control plane with an admin client. Controller

@@ -26,10 +26,10 @@ func newDevCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local control plane with banlieue and simulated backends, ready for kubectl apply",
-		Long: "dev starts etcd and kube-apiserver from the envtest assets, installs banlieue's CRDs,\n" +
-			"starts a simulated vCenter and Proxmox VE cluster, runs the core controller and their\n" +
-			"providers, creates a Provider for each simulator (infra/vcenter-dc1, infra/pve-edge)\n" +
-			"and writes an admin kubeconfig to\n" +
+		Long: "dev starts etcd and kube-apiserver from the envtest assets, installs banlieue's CRDs\n" +
+			"and admission policy, starts a simulated vCenter and Proxmox VE cluster, runs the core\n" +
+			"controller and their providers, creates a Provider for each simulator\n" +
+			"(infra/vcenter-dc1, infra/pve-edge) and writes an admin kubeconfig to\n" +
 			"<dir>/kubeconfig. Ctrl-C stops everything.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
@@ -89,6 +89,7 @@ func newDevCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "Folder with etcd, kube-apiserver and kubectl (make envtest-assets prints it)")
 	f.StringSliceVar(&o.CRDs, "crds", []string{"config/crd/bases"}, "Folders of CRDs to install")
+	f.StringVar(&o.Admission, "admission", devenv.AdmissionDir, "Folder of admission policies to install")
 	f.StringVar(&o.Dir, "dir", ".banlieue/dev", "Folder to write the kubeconfig to")
 	f.StringVar(&guestImage, "guest-image", os.Getenv("BANLIEUE_GUEST_IMAGE"), "Guest image for the libvirt host's VMs (make guest-image prints it); blank disks when empty")
 	return cmd

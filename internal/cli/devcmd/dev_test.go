@@ -32,7 +32,8 @@ func TestDevServesKubectlAndStopsCleanly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := &cobra.Command{Use: "banlieue", SilenceUsage: true}
 	cmd.AddCommand(Commands()...)
-	cmd.SetArgs([]string{"dev", "--assets", assets, "--dir", dir, "--crds", filepath.Join("..", "..", "..", "config", "crd", "bases")})
+	cmd.SetArgs([]string{"dev", "--assets", assets, "--dir", dir, "--crds", filepath.Join("..", "..", "..", "config", "crd", "bases"),
+		"--admission", filepath.Join("..", "..", "..", "config", "admission")})
 	// exited closes when dev returns, with its error in runErr. A test that fails midway
 	// still stops dev and waits for it: its kube-apiserver and etcd would outlive the
 	// test binary otherwise.

@@ -37,6 +37,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	if err := env.InstallAdmission(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	k8s = env.Client
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {

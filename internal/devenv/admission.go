@@ -13,6 +13,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -55,6 +56,10 @@ func InstallAdmission(ctx context.Context, cfg *rest.Config, dir string) error {
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		vm := probe.DeepCopy()
 		if err := c.Create(ctx, vm, client.DryRunAll); err != nil {
+			// The CRD is established, but discovery may not list it for a moment yet.
+			if meta.IsNoMatchError(err) {
+				return false, nil
+			}
 			return false, err
 		}
 		return slices.Contains(vm.Finalizers, banlieuev1.VirtualMachineFinalizer), nil

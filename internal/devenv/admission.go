@@ -51,8 +51,10 @@ func InstallAdmission(ctx context.Context, cfg *rest.Config, dir string) error {
 			return fmt.Errorf("failed to create %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}
-	// A VM created with dry-run passes the mutating admission a real one does.
-	probe := builder.VirtualMachine("default", "admission-probe", "probe", "probe")
+	// A VM created with dry-run passes the mutating admission a real one does; a
+	// generated name cannot meet a VM that exists.
+	probe := builder.VirtualMachine("default", "", "probe", "probe")
+	probe.GenerateName = "admission-probe-"
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		vm := probe.DeepCopy()
 		if err := c.Create(ctx, vm, client.DryRunAll); err != nil {

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/banlieue/banlieue/internal/admission"
 )
 
 // Options configure a development control plane.
@@ -17,7 +19,7 @@ type Options struct {
 	Assets string
 	// CRDs are folders of CRD manifests to install.
 	CRDs []string
-	// Admission is the folder of admission policies to install (AdmissionDir).
+	// Admission is the folder of admission policies to install (admission.Dir).
 	Admission string
 	// Dir is where the kubeconfig is written.
 	Dir string
@@ -62,7 +64,7 @@ func Start(o Options) (*Env, error) {
 		return nil, errors.Join(fmt.Errorf("failed to start the control plane: %w", err), env.Stop())
 	}
 	e := &Env{Config: cfg, Kubectl: filepath.Join(o.Assets, "kubectl"), env: env}
-	if err := InstallAdmission(context.Background(), cfg, o.Admission); err != nil {
+	if err := admission.Install(context.Background(), cfg, o.Admission); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
 	if err := e.writeKubeconfig(o.Dir); err != nil {

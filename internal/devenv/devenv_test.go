@@ -1,4 +1,4 @@
-package devenv_test
+package devenv
 
 import (
 	"net/url"
@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
-	"github.com/banlieue/banlieue/internal/devenv"
 	vspheresim "github.com/banlieue/banlieue/sim/vsphere"
 	"github.com/banlieue/banlieue/test/testenv"
 )
@@ -25,33 +24,33 @@ func TestStartRefusesIncompleteInput(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		options devenv.Options
+		options Options
 		want    string
 	}{
 		{
 			name:    "no assets folder given",
-			options: devenv.Options{CRDs: []string{t.TempDir()}, Dir: t.TempDir()},
+			options: Options{CRDs: []string{t.TempDir()}, Dir: t.TempDir()},
 			want:    "no envtest assets: pass --assets",
 		},
 		{
 			name:    "assets folder without the binaries",
-			options: devenv.Options{Assets: t.TempDir(), CRDs: []string{t.TempDir()}, Dir: t.TempDir()},
+			options: Options{Assets: t.TempDir(), CRDs: []string{t.TempDir()}, Dir: t.TempDir()},
 			want:    "are incomplete (etcd missing)",
 		},
 		{
 			name:    "CRD folder that does not exist",
-			options: devenv.Options{Assets: assets, CRDs: []string{filepath.Join(t.TempDir(), "missing")}, Dir: t.TempDir()},
+			options: Options{Assets: assets, CRDs: []string{filepath.Join(t.TempDir(), "missing")}, Dir: t.TempDir()},
 			want:    "no CRDs at",
 		},
 		{
 			name:    "admission folder that does not exist",
-			options: devenv.Options{Assets: assets, CRDs: []string{t.TempDir()}, Admission: filepath.Join(t.TempDir(), "missing"), Dir: t.TempDir()},
+			options: Options{Assets: assets, CRDs: []string{t.TempDir()}, Admission: filepath.Join(t.TempDir(), "missing"), Dir: t.TempDir()},
 			want:    "no admission policies at",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env, err := devenv.Start(tt.options)
+			env, err := Start(tt.options)
 			if err == nil {
 				_ = env.Stop()
 				t.Fatal("Start succeeded, want an error")
@@ -87,7 +86,7 @@ spec:
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 
-	env, err := devenv.Start(devenv.Options{Assets: assets, CRDs: []string{crds}, Admission: t.TempDir(), Dir: t.TempDir()})
+	env, err := Start(Options{Assets: assets, CRDs: []string{crds}, Admission: t.TempDir(), Dir: t.TempDir()})
 	if err == nil {
 		_ = env.Stop()
 		t.Fatal("Start succeeded with a rejected CRD, want an error")
@@ -106,7 +105,7 @@ spec:
 
 func TestTheVSphereManifestAppliesAsTheObjectsDevCreates(t *testing.T) {
 	vs := &vspheresim.Simulator{URL: &url.URL{Scheme: "https", Host: "127.0.0.1:8989", Path: "/sdk"}, Username: "u", Password: "p", CACert: []byte("PEM\n")}
-	manifest, err := devenv.Manifest(devenv.VSphereObjects(vs)...)
+	manifest, err := Manifest(VSphereObjects(vs)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +117,7 @@ func TestTheVSphereManifestAppliesAsTheObjectsDevCreates(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(docs[1]), &p); err != nil {
 		t.Fatalf("the Provider does not decode strictly: %v\n%s", err, docs[1])
 	}
-	want := devenv.VSphereObjects(vs)[1].(*banlieuev1.Provider)
+	want := VSphereObjects(vs)[1].(*banlieuev1.Provider)
 	if diff := cmp.Diff(want, &p); diff != "" {
 		t.Errorf("Provider (-want +got):\n%s", diff)
 	}

@@ -23,7 +23,7 @@ import (
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
-	"github.com/banlieue/banlieue/internal/devenv"
+	"github.com/banlieue/banlieue/internal/admission"
 	testv1 "github.com/banlieue/banlieue/test/provider/api/v1alpha1"
 )
 
@@ -87,7 +87,7 @@ func (e *Env) Stop() error { return e.env.Stop() }
 // deleted with no core controller running leaves them out: the finalizer they give a
 // VM would keep it from ever going.
 func (e *Env) InstallAdmission() error {
-	return devenv.InstallAdmission(context.Background(), e.Config, RepoPath(devenv.AdmissionDir))
+	return admission.Install(context.Background(), e.Config, RepoPath(admission.Dir))
 }
 
 // Start starts kube-apiserver and etcd with the CRDs in crdDirs (relative to the

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/banlieue/banlieue/internal/admission"
 	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
 	"github.com/banlieue/banlieue/internal/devenv"
 	"github.com/banlieue/banlieue/internal/wiring"
@@ -89,7 +90,7 @@ func newDevCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "Folder with etcd, kube-apiserver and kubectl (make envtest-assets prints it)")
 	f.StringSliceVar(&o.CRDs, "crds", []string{"config/crd/bases"}, "Folders of CRDs to install")
-	f.StringVar(&o.Admission, "admission", devenv.AdmissionDir, "Folder of admission policies to install")
+	f.StringVar(&o.Admission, "admission", admission.Dir, "Folder of admission policies to install")
 	f.StringVar(&o.Dir, "dir", ".banlieue/dev", "Folder to write the kubeconfig to")
 	f.StringVar(&guestImage, "guest-image", os.Getenv("BANLIEUE_GUEST_IMAGE"), "Guest image for the libvirt host's VMs (make guest-image prints it); blank disks when empty")
 	return cmd

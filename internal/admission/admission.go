@@ -1,4 +1,7 @@
-package devenv
+// Package admission installs banlieue's admission policies (config/admission) into an
+// API server, as a cluster's installation has them, and waits until the API server runs
+// them. banlieue dev and the test harnesses use it.
+package admission
 
 import (
 	"bytes"
@@ -25,15 +28,15 @@ import (
 	"github.com/banlieue/banlieue/internal/builder"
 )
 
-// AdmissionDir is where the admission policies banlieue installs live, relative to the
+// Dir is where the admission policies banlieue installs live, relative to the
 // repository's root.
-const AdmissionDir = "config/admission"
+const Dir = "config/admission"
 
-// InstallAdmission creates the admission policies of dir (each YAML file but
+// Install creates the admission policies of dir (each YAML file but
 // kustomization.yaml), leaving those that exist as they are, and waits until the API
 // server runs them: a policy is in force only once the API server has seen it and its
 // binding, and a VM created before that would cost core the write the policy saves.
-func InstallAdmission(ctx context.Context, cfg *rest.Config, dir string) error {
+func Install(ctx context.Context, cfg *rest.Config, dir string) error {
 	scheme := k8sruntime.NewScheme()
 	if err := banlieuev1.AddToScheme(scheme); err != nil {
 		return err

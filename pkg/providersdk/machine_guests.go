@@ -59,8 +59,8 @@ func (g *guestLooks) look(uid types.UID, looking bool) {
 // lookOnly reports whether a reconcile of s's machine is one of its guest window's looks
 // and nothing more: the machine is in its window and waits for its guest's address
 // (waitsForAddress, on the status already read), with its VM known, running as wanted,
-// without a task, a failure or a spec the last reconcile had not seen. Such a reconcile needs only to know whether the guest reports
-// an address yet.
+// without a task, a failure or a spec the last reconcile had not seen. Such a reconcile
+// needs only to know whether the guest reports an address yet.
 func (g *guestLooks) lookOnly(s *scope) bool {
 	if g == nil {
 		return false

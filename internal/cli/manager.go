@@ -12,6 +12,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/banlieue/banlieue/internal/wiring"
+	"github.com/banlieue/banlieue/pkg/intern"
 )
 
 // managerFlags are the flags every long-running banlieue controller process takes.
@@ -42,8 +43,8 @@ func (m *managerFlags) newManager(leaderID string, restrict ...func(cache.Option
 		return nil, err
 	}
 	// No controller reads managedFields, and at thousands of VMs and machines they are a
-	// large part of what the cache holds.
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	// large part of what the cache holds; the strings left repeat from object to object.
+	cacheOpts := cache.Options{DefaultTransform: intern.Transform()}
 	for _, r := range restrict {
 		cacheOpts = r(cacheOpts)
 	}

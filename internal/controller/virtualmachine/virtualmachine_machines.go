@@ -12,6 +12,7 @@ import (
 
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
+	"github.com/banlieue/banlieue/pkg/intern"
 )
 
 // machineKind is how core reads and writes the infrastructure machines of one kind:
@@ -73,9 +74,9 @@ func (r *Reconciler) kindOrNew(gvk schema.GroupVersionKind) (*machineKind, error
 // newMachineKind makes the cache, client and watch of the machines of kind gvk.
 func (r *Reconciler) newMachineKind(gvk schema.GroupVersionKind) (*machineKind, error) {
 	scheme := contract.NewScheme(gvk)
-	strip := cache.TransformStripManagedFields()
+	trim := intern.Transform()
 	transform := func(obj any) (any, error) {
-		obj, err := strip(obj)
+		obj, err := trim(obj)
 		if err != nil || r.Shard == nil {
 			return obj, err
 		}

@@ -61,8 +61,9 @@ func Install(ctx context.Context, cfg *rest.Config, dir string) error {
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		vm := probe.DeepCopy()
 		if err := c.Create(ctx, vm, client.DryRunAll); err != nil {
-			// The CRD is established, but discovery may not list it for a moment yet.
-			if meta.IsNoMatchError(err) {
+			// The CRD is established, but discovery may not list it for a moment yet,
+			// nor the admission policies know its schema (503 ServiceUnavailable).
+			if meta.IsNoMatchError(err) || apierrors.IsServiceUnavailable(err) {
 				return false, nil
 			}
 			return false, err

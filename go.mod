@@ -3,6 +3,7 @@ module github.com/banlieue/banlieue
 go 1.26.0
 
 require (
+	github.com/KimMachineGun/automemlimit v1.0.2
 	github.com/google/go-cmp v0.7.0
 	github.com/onsi/gomega v1.39.0
 	github.com/prometheus/prometheus v0.311.3
@@ -28,6 +29,7 @@ require (
 	github.com/dennwc/varint v1.0.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/grafana/regexp v0.0.0-20250905093917-f7b3be9d1853 // indirect
+	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 )

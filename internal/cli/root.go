@@ -35,7 +35,10 @@ func newRootCommand() *cobra.Command {
 	fs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(fs)
 	root.PersistentFlags().AddGoFlagSet(fs)
-	root.PersistentPreRun = func(*cobra.Command, []string) { ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts))) }
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
+		setGoMemoryLimit(ctrl.Log.WithName("memlimit"))
+	}
 	root.AddCommand(newControllerCommand(), newProviderCommand(), newAdoptCommand())
 	root.AddCommand(devCommands()...)
 	return root

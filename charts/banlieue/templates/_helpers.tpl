@@ -172,12 +172,9 @@ spec:
             httpGet: { path: /readyz, port: probes }
             initialDelaySeconds: 5
             periodSeconds: 10
-          # The Go runtime collects garbage harder as the heap nears the container's memory
-          # limit, instead of the pod being killed for it.
-          env:
-            - name: GOMEMLIMIT
-              valueFrom:
-                resourceFieldRef: { resource: limits.memory }
+          # No GOMEMLIMIT: banlieue sets the Go runtime's soft memory limit itself from the
+          # container's memory limit, less 50 MiB for the binary's mapped pages and what the
+          # runtime holds beyond it (docs/operations.md, Sizing). A GOMEMLIMIT set here wins.
           resources:
             {{- toYaml .values.resources | nindent 12 }}
           securityContext:

@@ -11,11 +11,13 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/banlieue/banlieue/internal/controller/virtualmachine"
+	"github.com/banlieue/banlieue/pkg/intern"
 	"github.com/banlieue/banlieue/test/testenv"
 )
 
@@ -48,7 +50,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cfg, k8s = env.Config, env.Client
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	// The cache a core process has (internal/cli).
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{DefaultTransform: intern.Transform()}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

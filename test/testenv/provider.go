@@ -9,9 +9,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/banlieue/banlieue/pkg/intern"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
 
@@ -38,6 +40,8 @@ func StartProvider(tb testing.TB, cfg *rest.Config, c providersdk.Config) (stop 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// The cache a provider process has (internal/cli).
+		Cache: cache.Options{DefaultTransform: intern.Transform()},
 		// Tests start a provider more than once in a process, as a restarted pod would.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -76,7 +76,7 @@ func main() {
 	flag.BoolVar(&o.direct, "direct", true, "After the run, make the same creations with each backend's client library, for the ratio to the direct path")
 	flag.IntVar(&o.coreWorkers, "core-workers", 0, "The core controller's --workers (VMs reconciled at once); the binary's default when 0")
 	flag.IntVar(&o.providerWorkers, "provider-workers", 0, "Each provider's --workers (machines reconciled at once); the binary's default when 0")
-	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "Each controller process's GOMEMLIMIT (e.g. 150MiB), as the manifests set it from the container's memory limit; none when empty")
+	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "Each controller process's GOMEMLIMIT (e.g. 100MiB, what the binary takes in a container limited to 150Mi: the limit less 50 MiB); none when empty")
 	flag.BoolVar(&o.pprof, "pprof", false, "Save each controller's heap profile (<dir>/<name>.heap, for 'go tool pprof') when all VMs are Ready, and the harness's own CPU profile (simulators, watch) until then (<dir>/harness.cpu)")
 	flag.Parse()
 	for _, f := range []struct {

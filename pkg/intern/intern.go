@@ -38,7 +38,7 @@ func Transform() toolscache.TransformFunc {
 // Strings replaces every string that obj reaches through its exported fields, slices,
 // arrays, maps and pointers by the canonical copy of its value (Go's unique package),
 // so that equal strings share their bytes, and every small map of strings by a map
-// equal to it that other objects hold already (Maps). obj must be a pointer, and not
+// equal to it that an earlier object holds (shareMap). obj must be a pointer, and not
 // yet shared: it is changed in place, and must not be changed after. The canonical
 // strings live as long as a string refers to them, so a value nothing holds any longer
 // does not stay behind.

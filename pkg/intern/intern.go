@@ -1,12 +1,18 @@
 // Package intern makes the objects a controller caches share one copy of each string
-// value. A decoded Kubernetes object holds a copy of every string of its JSON, and the
-// strings of thousands of VMs and machines repeat: kinds, API versions, condition types,
-// reasons and messages, classes, storage classes, Providers' names. Interned as they
-// enter the cache, each value is held once for all the objects that carry it.
+// value, and of each small map of strings. A decoded Kubernetes object holds a copy of
+// every string and map of its JSON, and those of thousands of VMs and machines repeat:
+// kinds, API versions, condition types, reasons and messages, classes, Providers'
+// names; labels, label selectors, the storage and network targets of every disk and
+// NIC. Interned as they enter the cache, each is held once for all the objects that
+// carry it. A cache never changes the objects it holds (readers get copies), so they
+// can share.
 package intern
 
 import (
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"unique"
 
@@ -31,9 +37,11 @@ func Transform() toolscache.TransformFunc {
 
 // Strings replaces every string that obj reaches through its exported fields, slices,
 // arrays, maps and pointers by the canonical copy of its value (Go's unique package),
-// so that equal strings share their bytes. obj must be a pointer, and not yet shared:
-// it is changed in place. The canonical copies live as long as a string refers to
-// them, so a value nothing holds any longer does not stay behind.
+// so that equal strings share their bytes, and every small map of strings by a map
+// equal to it that an earlier object holds (shareMap). obj must be a pointer, and not
+// yet shared: it is changed in place, and must not be changed after. The canonical
+// strings live as long as a string refers to them, so a value nothing holds any longer
+// does not stay behind.
 func Strings(obj any) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
@@ -78,10 +86,13 @@ func walk(v reflect.Value) {
 	}
 }
 
-// walkMap interns a map's keys and values. Assigning to a key that a map holds
-// replaces the stored key too, so the map is changed in place, not rebuilt.
+// walkMap interns a map's keys and values. A small map of strings is never written:
+// it may be one that objects already share (client-go's watch-list Replace hands the
+// transform objects it has transformed once already), so shareMap swaps it for a map
+// of its own instead. Any other map is the object's own, and is interned in place:
+// assigning to a key that a map holds replaces the stored key too.
 func walkMap(m reflect.Value) {
-	if m.IsNil() {
+	if m.IsNil() || shareMap(m) {
 		return
 	}
 	kt, et := m.Type().Key(), m.Type().Elem()
@@ -126,4 +137,73 @@ func decideHoldsStrings(t reflect.Type) bool {
 		}
 	}
 	return false
+}
+
+// maxSharedMapLen is the most entries a map may have to be shared: labels, selectors
+// and targets have a few; a longer map is more likely an object's own.
+const maxSharedMapLen = 8
+
+// maxSharedMaps bounds the table of shared maps. When it is full it starts again
+// empty: the objects keep the maps they share, and what repeats fills it again.
+const maxSharedMaps = 4096
+
+// sharedMaps holds one map per distinct content of the small maps of strings seen.
+var sharedMaps = struct {
+	sync.Mutex
+	byContent map[mapContent]reflect.Value
+}{byContent: map[mapContent]reflect.Value{}}
+
+type mapContent struct {
+	t reflect.Type
+	s string
+}
+
+// shareMap sets m, a field or element the walk reached, to the map held in sharedMaps
+// with the same type and entries, or to a new map of its entries interned, which is
+// then held there for those that come after. It reports whether m was such a map; it
+// reads m and never writes to it.
+func shareMap(m reflect.Value) bool {
+	t := m.Type()
+	if t.Key().Kind() != reflect.String || t.Elem().Kind() != reflect.String || m.Len() > maxSharedMapLen || !m.CanSet() {
+		return false
+	}
+	key := mapContent{t: t, s: contentOf(m)}
+	sharedMaps.Lock()
+	defer sharedMaps.Unlock()
+	if shared, ok := sharedMaps.byContent[key]; ok {
+		m.Set(shared)
+		return true
+	}
+	if len(sharedMaps.byContent) >= maxSharedMaps {
+		clear(sharedMaps.byContent)
+	}
+	own := reflect.MakeMapWithSize(t, m.Len())
+	for it := m.MapRange(); it.Next(); {
+		k := reflect.ValueOf(unique.Make(it.Key().String()).Value()).Convert(t.Key())
+		v := reflect.ValueOf(unique.Make(it.Value().String()).Value()).Convert(t.Elem())
+		own.SetMapIndex(k, v)
+	}
+	sharedMaps.byContent[key] = own
+	m.Set(own)
+	return true
+}
+
+// contentOf spells a map of strings' entries in key order, each string prefixed by
+// its length, so that two maps have the same spelling only when they are equal.
+func contentOf(m reflect.Value) string {
+	keys := make([]string, 0, m.Len())
+	for it := m.MapRange(); it.Next(); {
+		keys = append(keys, it.Key().String())
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		v := m.MapIndex(reflect.ValueOf(k).Convert(m.Type().Key())).String()
+		for _, s := range []string{k, v} {
+			b.WriteString(strconv.Itoa(len(s)))
+			b.WriteByte(':')
+			b.WriteString(s)
+		}
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package intern_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -130,5 +131,28 @@ func BenchmarkStrings(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		intern.Strings(vm)
+	}
+}
+
+func TestStringsMakesEqualSmallMapsOfTwoObjectsOne(t *testing.T) {
+	a, b, other := decodeVM(t), decodeVM(t), decodeVM(t)
+	other.Labels["tier"] = "db"
+	for _, vm := range []*banlieuev1.VirtualMachine{a, b, other} {
+		intern.Strings(vm)
+	}
+	mapOf := func(m map[string]string) uintptr { return reflect.ValueOf(m).Pointer() }
+	if mapOf(a.Labels) != mapOf(b.Labels) {
+		t.Errorf("equal labels are two maps")
+	}
+	if sel := func(vm *banlieuev1.VirtualMachine) map[string]string {
+		return vm.Spec.Placement.ProviderSelector.MatchLabels
+	}; mapOf(sel(a)) != mapOf(sel(b)) {
+		t.Errorf("equal selectors behind a pointer are two maps")
+	}
+	if mapOf(a.Labels) == mapOf(other.Labels) || other.Labels["tier"] != "db" {
+		t.Errorf("labels that differ were made one: %v", other.Labels)
+	}
+	if mapOf(a.Labels) == mapOf(a.Spec.Placement.ProviderSelector.MatchLabels) {
+		t.Errorf("maps that differ were made one")
 	}
 }

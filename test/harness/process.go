@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -233,21 +234,34 @@ func procUsage(pid int) (time.Duration, uint64, error) {
 
 // Metrics scrapes the process's Prometheus endpoint.
 func (p *Process) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.MetricsAddr+"/metrics", nil)
+	families, err := Scrape(ctx, "http://"+p.MetricsAddr+"/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("failed to scrape %s: %w", p.Name, err)
+	}
+	return families, nil
+}
+
+// Scrape reads the Prometheus metrics served at url.
+func Scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("failed to scrape %s: %w", p.Name, err)
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("failed to parse the metrics of %s: %w", p.Name, err)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return families, nil
+	return ParseMetrics(resp.Body)
+}
+
+// ParseMetrics parses Prometheus' text format.
+func ParseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(r)
 }
 
 // FreePort asks the kernel for a free loopback port. Another process could take it

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -66,11 +64,22 @@ type snapshot struct {
 	apiserver counts
 	// usage is each process's CPU time and peak memory so far.
 	usage map[string]harness.Usage
+	// cpu is the CPU time so far of the processes that are not banlieue's: kube-apiserver
+	// and etcd (each one's own process_cpu_seconds_total), and the harness itself (the
+	// simulators and the VM watch).
+	cpu map[string]time.Duration
 }
+
+// Names of the processes that are not banlieue's, in snapshot.cpu.
+const (
+	apiserverName = "kube-apiserver"
+	etcdName      = "etcd"
+)
 
 // snapshot scrapes every process, this one and the API server.
 func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
-	s := &snapshot{at: time.Now(), requests: map[string]counts{}, calls: map[string]counts{}, usage: map[string]harness.Usage{}}
+	s := &snapshot{at: time.Now(), requests: map[string]counts{}, calls: map[string]counts{}, usage: map[string]harness.Usage{},
+		cpu: map[string]time.Duration{harnessName: selfCPU()}}
 	for _, p := range b.processes() {
 		families, err := p.Metrics(ctx)
 		if err != nil {
@@ -100,11 +109,16 @@ func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to scrape the API server: %w", err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	families, err := harness.ParseMetrics(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse the API server's metrics: %w", err)
 	}
+	s.cpu[apiserverName] = processCPU(families)
+	etcd, err := harness.Scrape(ctx, b.env.EtcdURL().JoinPath("metrics").String())
+	if err != nil {
+		return nil, fmt.Errorf("failed to scrape etcd: %w", err)
+	}
+	s.cpu[etcdName] = processCPU(etcd)
 	s.apiserver = counts{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		key := harness.Label(m, "verb") + " " + harness.Label(m, "resource")
@@ -126,6 +140,23 @@ func (s *snapshot) backendCalls(be *backend) counts {
 		}
 	}
 	return c
+}
+
+// processCPU is a process's own process_cpu_seconds_total, or 0 when it exports none.
+func processCPU(families map[string]*dto.MetricFamily) time.Duration {
+	for _, m := range families["process_cpu_seconds_total"].GetMetric() {
+		return time.Duration(m.GetCounter().GetValue() * float64(time.Second))
+	}
+	return 0
+}
+
+// selfCPU is this process's user and system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // sumBy adds up a counter family's series by the value of one label.

@@ -99,6 +99,7 @@ func (b *bench) report() string {
 	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: API writes (core + providers) | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, coreIdle+provIdle, (coreIdle+provIdle)/n/b.o.idle.Minutes())
 	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: backend calls | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, calls, calls/n/b.o.idle.Minutes())
 	fmt.Fprintf(&w, "| peak RSS of the harness process (simulators, VM watch) | %.0f MiB | | |\n\n", float64(selfPeakRSS())/mib)
+	b.reportCPU(&w)
 	b.reportShards(&w)
 	b.reportPlot(&w)
 
@@ -199,6 +200,41 @@ type processRow struct {
 
 // processRows are the per-process table's: each core process per VM of all, each
 // provider process per VM of its backend, and the harness per VM of all.
+// reportCPU says where the machine's CPU went from the first create until all were
+// Ready, every process that shares the machine included, and what the direct path's
+// simulators took: a run that used all of it was bound by CPU, not by waiting.
+func (b *bench) reportCPU(w *strings.Builder) {
+	elapsed := b.ready.at.Sub(b.before.at)
+	available := elapsed.Seconds() * float64(b.machine.cores)
+	type row struct {
+		name string
+		cpu  time.Duration
+	}
+	procs := b.processes()
+	rows := make([]row, 0, 3+len(procs))
+	rows = append(rows,
+		row{apiserverName, b.ready.cpu[apiserverName] - b.before.cpu[apiserverName]},
+		row{etcdName, b.ready.cpu[etcdName] - b.before.cpu[etcdName]},
+		row{harnessName + ": simulators, VM watch", b.ready.cpu[harnessName] - b.before.cpu[harnessName]})
+	for _, p := range procs {
+		rows = append(rows, row{p.Name, b.ready.usage[p.Name].CPU - b.before.usage[p.Name].CPU})
+	}
+	var total time.Duration
+	for _, r := range rows {
+		total += r.cpu
+	}
+	fmt.Fprintf(w, "CPU from the first create until all were Ready (%s on %d cores: %.0f CPU s), by process (kube-apiserver's and etcd's own `process_cpu_seconds_total`, the others' from the kernel):\n\n", secs(elapsed), b.machine.cores, available)
+	fmt.Fprintf(w, "| process | CPU s | share of the machine |\n|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.1f | %.0f%% |\n", r.name, r.cpu.Seconds(), 100*r.cpu.Seconds()/available)
+	}
+	fmt.Fprintf(w, "| all | %.1f | %.0f%% |\n\n", total.Seconds(), 100*total.Seconds()/available)
+	if b.directErr == nil && b.direct > 0 {
+		fmt.Fprintf(w, "The direct path needs no API server: its simulators used %.1f CPU s in its %s (%.0f%% of the machine).\n\n",
+			b.directCPU.Seconds(), secs(b.direct), 100*b.directCPU.Seconds()/(b.direct.Seconds()*float64(b.machine.cores)))
+	}
+}
+
 func (b *bench) processRows() []processRow {
 	var rows []processRow
 	for _, p := range b.core {

@@ -102,6 +102,7 @@ type bench struct {
 	placed        map[string]int
 	direct        time.Duration
 	directByClass map[string]time.Duration
+	directCPU     time.Duration // the harness's CPU time (the simulators) during the direct path
 	machine       machine
 	pprofAddrs    map[string]string // by process name, with -pprof
 	directErr     error             // why the direct path failed
@@ -566,6 +567,8 @@ func (b *bench) interleaved() []*backend {
 // backends at once, as banlieue did them.
 func (b *bench) measureDirect(ctx context.Context) error {
 	b.directByClass = map[string]time.Duration{}
+	cpu := selfCPU()
+	defer func() { b.directCPU = selfCPU() - cpu }()
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup

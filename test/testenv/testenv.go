@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -81,6 +82,9 @@ type Env struct {
 
 // Stop stops kube-apiserver and etcd.
 func (e *Env) Stop() error { return e.env.Stop() }
+
+// EtcdURL is etcd's client address, where it also serves its Prometheus metrics.
+func (e *Env) EtcdURL() *url.URL { return e.env.ControlPlane.Etcd.URL }
 
 // InstallAdmission installs banlieue's admission policies (config/admission) as a
 // cluster has them, and waits until the API server runs them. A suite whose VMs are

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
@@ -632,7 +633,16 @@ func TestSchedule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Core hands the scheduler the cache's own Providers, not copies: placement
+			// must leave every one as it found it.
+			before := make([]*banlieuev1.Provider, len(tt.providers))
+			for i, p := range tt.providers {
+				before[i] = p.DeepCopy()
+			}
 			d, rejections := NewScheduler(tt.providers).Schedule(tt.req, loads(tt.load))
+			if diff := cmp.Diff(before, tt.providers, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Schedule() changed the Providers it was given (-before +after):\n%s", diff)
+			}
 			var got *Location
 			if d != nil {
 				got = &d.Location

@@ -281,7 +281,11 @@ func (r *Reconciler) handleInvalidPlacement(ctx context.Context, s *scope, why s
 // providers returns every Provider, from the cache.
 func (r *Reconciler) providers(ctx context.Context) ([]*banlieuev1.Provider, error) {
 	list := &banlieuev1.ProviderList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	// Every placement reads every Provider, whose status (failure domains, capabilities)
+	// is the largest object core reads: copying them all was 9% of core's
+	// allocations at 10,000 VMs. Placement only reads them (the scheduler's tests check
+	// it leaves them as they were), so it reads the cache's own.
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("failed to list Providers: %w", err)
 	}
 	out := make([]*banlieuev1.Provider, len(list.Items))

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -49,8 +48,8 @@ type Reconciler struct {
 	scheme     *runtime.Scheme
 	mapper     meta.RESTMapper
 	controller controller.Controller
-	// locations is the VM informer's indexer, with locationIndex (load).
-	locations toolscache.Indexer
+	// locations counts the VMs of each location, for placement (load).
+	locations *locationLoad
 
 	mu sync.Mutex
 	// kinds are the infrastructure machine kinds met so far, each read and watched
@@ -80,7 +79,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err := setupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	locations, err := setupLocationIndex(ctx, mgr.GetCache())
+	locations, err := setupLocationLoad(ctx, mgr.GetCache())
 	if err != nil {
 		return err
 	}

@@ -151,7 +151,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		}
 		return r.place(ctx, s, d, class, image)
 	}
-	d, rejections := sched.Schedule(req, r.load)
+	d, rejections := sched.Schedule(req, r.locations.count)
 	if d == nil {
 		// Cut as setCondition cuts it, so that the comparison below holds for a long one.
 		msg := truncate(placement.Message(vm.Namespace, rejections), maxConditionMessageBytes)
@@ -354,15 +354,6 @@ func selector(field string, s *banlieuev1.LabelSelector) (labels.Selector, error
 		return nil, &invalidSelectorError{field: field, err: err}
 	}
 	return sel, nil
-}
-
-// load counts the VMs placed in a location, through the VM informer's locationIndex.
-func (r *Reconciler) load(l placement.Location) int {
-	keys, err := r.locations.IndexKeys(locationIndex, locationKey(l))
-	if err != nil {
-		return 0
-	}
-	return len(keys)
 }
 
 // machineGVK returns the kind of the VM's infrastructure machine, from its reference.

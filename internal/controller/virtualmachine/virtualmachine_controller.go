@@ -248,10 +248,11 @@ func (r *Reconciler) sharded(ctx context.Context, namespace string) (bool, ctrl.
 	return d == serve, ctrl.Result{}, nil
 }
 
-// namespaceLabels returns the labels of a namespace, read from the cache.
+// namespaceLabels returns the labels of a namespace: the cache's own map, not a copy,
+// which placement only matches and nothing may change.
 func (r *Reconciler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {
 	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, ns, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("failed to get namespace %s: %w", name, err)
 	}
 	return ns.Labels, nil

@@ -601,15 +601,16 @@ func restartOf(r infrav1.MachineRestart) banlieuev1.RestartStatus {
 	return banlieuev1.RestartStatus{RequestedAt: r.RequestedAt.DeepCopy(), CompletedAt: r.CompletedAt.DeepCopy(), Result: r.Result}
 }
 
-// scheduledProvider returns the Provider the VM is placed on, from the cache; nil when
-// it is gone (its machine then says so, and Sanitize still redacts).
+// scheduledProvider returns the Provider the VM is placed on: the cache's own object,
+// not a copy, which Sanitize only reads and nothing may change; nil when it is gone
+// (its machine then says so, and Sanitize still redacts).
 func (r *Reconciler) scheduledProvider(ctx context.Context, vm *banlieuev1.VirtualMachine) (*banlieuev1.Provider, error) {
 	if !vm.Status.Scheduled.IsDefined() {
 		return nil, nil
 	}
 	p := &banlieuev1.Provider{}
 	key := client.ObjectKey{Namespace: vm.Status.Scheduled.ProviderNamespace, Name: vm.Status.Scheduled.ProviderName}
-	if err := r.Client.Get(ctx, key, p); err != nil {
+	if err := r.Client.Get(ctx, key, p, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

@@ -54,10 +54,14 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 // candidate domain holds for every VM it places; a List by a field index copies every
 // VM of the domain, and an informer index's keys are copied too, each a cost that
 // grows with the square of the VMs (the index keys alone were 400 MB of core's
-// allocations placing 10,000). A count is looked up without a copy.
+// allocations placing 10,000). A count is looked up without a copy. It trails the
+// cache by the handler's queue, as the cache trails the API server.
 type locationLoad struct {
 	mu     sync.Mutex
 	counts map[placement.Location]int
+	// synced reports whether the handler has counted every VM the informer listed when
+	// it started.
+	synced toolscache.InformerSynced
 }
 
 // setupLocationLoad counts the VMs of each location from the VM informer of c.
@@ -67,7 +71,7 @@ func setupLocationLoad(ctx context.Context, c cache.Informers) (*locationLoad, e
 		return nil, fmt.Errorf("failed to get the VirtualMachine informer: %w", err)
 	}
 	l := &locationLoad{counts: map[placement.Location]int{}}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { l.move(nil, obj) },
 		UpdateFunc: l.move,
 		DeleteFunc: func(obj any) { l.move(obj, nil) },
@@ -75,7 +79,15 @@ func setupLocationLoad(ctx context.Context, c cache.Informers) (*locationLoad, e
 	if err != nil {
 		return nil, fmt.Errorf("failed to count VirtualMachines by location: %w", err)
 	}
+	l.synced = reg.HasSynced
 	return l, nil
+}
+
+// wait returns once every VM the informer listed when it started is counted, so that a
+// core that has just started does not place VMs by counts still filling; false when
+// ctx ends first.
+func (l *locationLoad) wait(ctx context.Context) bool {
+	return toolscache.WaitForCacheSync(ctx.Done(), l.synced)
 }
 
 // move counts a VM out of the location it was placed in before (nil: none) and into

@@ -1,6 +1,7 @@
 package virtualmachine
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -87,5 +88,21 @@ func TestLocationLoadFollowsTheInformersEvents(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLocationLoadWaitsUntilTheStartingListIsCounted: placement does not read counts
+// still filling after a start, and a reconcile that ends while it waits is let go.
+func TestLocationLoadWaitsUntilTheStartingListIsCounted(t *testing.T) {
+	counted := false
+	l := &locationLoad{counts: map[placement.Location]int{}, synced: func() bool { return counted }}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if l.wait(ctx) {
+		t.Error("wait returned true before the starting list was counted")
+	}
+	counted = true
+	if !l.wait(context.Background()) {
+		t.Error("wait returned false once the starting list was counted")
 	}
 }

@@ -151,6 +151,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		}
 		return r.place(ctx, s, d, class, image)
 	}
+	if !r.locations.wait(ctx) {
+		return ctx.Err()
+	}
 	d, rejections := sched.Schedule(req, r.locations.count)
 	if d == nil {
 		// Cut as setCondition cuts it, so that the comparison below holds for a long one.

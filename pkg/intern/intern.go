@@ -57,7 +57,7 @@ func walk(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.String:
 		if v.CanSet() {
-			v.SetString(unique.Make(v.String()).Value())
+			v.Set(canonical(v))
 		}
 	case reflect.Pointer:
 		if !v.IsNil() {
@@ -67,7 +67,7 @@ func walk(v reflect.Value) {
 		// An unstructured object's strings sit in interfaces, whose values cannot be
 		// set in place: the interface is given the canonical string instead.
 		if e := v.Elem(); e.Kind() == reflect.String && v.CanSet() {
-			v.Set(reflect.ValueOf(unique.Make(e.String()).Value()).Convert(e.Type()))
+			v.Set(canonical(e))
 		} else if e.IsValid() {
 			walk(e)
 		}
@@ -84,6 +84,11 @@ func walk(v reflect.Value) {
 	case reflect.Map:
 		walkMap(v)
 	}
+}
+
+// canonical is the canonical copy of the string s holds, of s's (string) type.
+func canonical(s reflect.Value) reflect.Value {
+	return reflect.ValueOf(unique.Make(s.String()).Value()).Convert(s.Type())
 }
 
 // walkMap interns a map's keys and values. A small map of strings is never written:
@@ -179,9 +184,7 @@ func shareMap(m reflect.Value) bool {
 	}
 	own := reflect.MakeMapWithSize(t, m.Len())
 	for it := m.MapRange(); it.Next(); {
-		k := reflect.ValueOf(unique.Make(it.Key().String()).Value()).Convert(t.Key())
-		v := reflect.ValueOf(unique.Make(it.Value().String()).Value()).Convert(t.Elem())
-		own.SetMapIndex(k, v)
+		own.SetMapIndex(canonical(it.Key()), canonical(it.Value()))
 	}
 	sharedMaps.byContent[key] = own
 	m.Set(own)

@@ -243,6 +243,17 @@ func (p *Process) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, er
 
 // Scrape reads the Prometheus metrics served at url.
 func Scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	body, err := Get(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = body.Close() }()
+	return ParseMetrics(body)
+}
+
+// Get is the body of a GET of url, which the caller closes; a status other than 200 OK
+// is an error.
+func Get(ctx context.Context, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -251,11 +262,11 @@ func Scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, erro
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return ParseMetrics(resp.Body)
+	return resp.Body, nil
 }
 
 // ParseMetrics parses Prometheus' text format.

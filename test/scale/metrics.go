@@ -79,7 +79,7 @@ const (
 // snapshot scrapes every process, this one and the API server.
 func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{at: time.Now(), requests: map[string]counts{}, calls: map[string]counts{}, usage: map[string]harness.Usage{},
-		cpu: map[string]time.Duration{harnessName: selfCPU()}}
+		cpu: map[string]time.Duration{harnessName: selfUsage().CPU}}
 	for _, p := range b.processes() {
 		families, err := p.Metrics(ctx)
 		if err != nil {
@@ -150,15 +150,6 @@ func processCPU(families map[string]*dto.MetricFamily) time.Duration {
 	return 0
 }
 
-// selfCPU is this process's user and system CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // sumBy adds up a counter family's series by the value of one label.
 func sumBy(f *dto.MetricFamily, name string) counts {
 	c := counts{}
@@ -168,11 +159,12 @@ func sumBy(f *dto.MetricFamily, name string) counts {
 	return c
 }
 
-// selfPeakRSS is the peak resident set of this process, which holds the simulators.
-func selfPeakRSS() uint64 {
+// selfUsage is this process's own CPU time (user and system) and peak resident set:
+// the harness's, which holds the simulators and the VM watch.
+func selfUsage() harness.Usage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return harness.Usage{}
 	}
-	return uint64(ru.Maxrss) * 1024
+	return harness.Usage{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), PeakRSS: uint64(ru.Maxrss) * 1024}
 }

@@ -98,7 +98,7 @@ func (b *bench) report() string {
 	}
 	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: API writes (core + providers) | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, coreIdle+provIdle, (coreIdle+provIdle)/n/b.o.idle.Minutes())
 	fmt.Fprintf(&w, "| in %s idle, %s after all Ready: backend calls | %.0f (per VM per minute %.3f) | | |\n", b.o.idle, b.o.settle, calls, calls/n/b.o.idle.Minutes())
-	fmt.Fprintf(&w, "| peak RSS of the harness process (simulators, VM watch) | %.0f MiB | | |\n\n", float64(selfPeakRSS())/mib)
+	fmt.Fprintf(&w, "| peak RSS of the harness process (simulators, VM watch) | %.0f MiB | | |\n\n", float64(selfUsage().PeakRSS)/mib)
 	b.reportCPU(&w)
 	b.reportShards(&w)
 	b.reportPlot(&w)
@@ -198,8 +198,6 @@ type processRow struct {
 	vms      float64
 }
 
-// processRows are the per-process table's: each core process per VM of all, each
-// provider process per VM of its backend, and the harness per VM of all.
 // reportCPU says where the machine's CPU went from the first create until all were
 // Ready, every process that shares the machine included, and what the direct path's
 // simulators took: a run that used all of it was bound by CPU, not by waiting.
@@ -235,6 +233,8 @@ func (b *bench) reportCPU(w *strings.Builder) {
 	}
 }
 
+// processRows are the per-process table's: each core process per VM of all, each
+// provider process per VM of its backend, and the harness per VM of all.
 func (b *bench) processRows() []processRow {
 	var rows []processRow
 	for _, p := range b.core {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -567,8 +566,8 @@ func (b *bench) interleaved() []*backend {
 // backends at once, as banlieue did them.
 func (b *bench) measureDirect(ctx context.Context) error {
 	b.directByClass = map[string]time.Duration{}
-	cpu := selfCPU()
-	defer func() { b.directCPU = selfCPU() - cpu }()
+	cpu := selfUsage().CPU
+	defer func() { b.directCPU = selfUsage().CPU - cpu }()
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
@@ -640,23 +639,16 @@ func (b *bench) startCPUProfile() func() {
 
 // download saves the body of a GET of url to path.
 func download(ctx context.Context, url, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := harness.Get(ctx, url)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
+	defer func() { _ = body.Close() }()
 	f, err := os.Create(path) //nolint:gosec // a heap profile path in the benchmark's own folder
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		_ = f.Close()
 		return err
 	}

@@ -87,7 +87,8 @@ func setupLocationLoad(ctx context.Context, c cache.Informers) (*locationLoad, e
 // core that has just started does not place VMs by counts still filling; false when
 // ctx ends first.
 func (l *locationLoad) wait(ctx context.Context) bool {
-	return toolscache.WaitForCacheSync(ctx.Done(), l.synced)
+	// Every placement asks: once synced, without the polling machinery.
+	return l.synced() || toolscache.WaitForCacheSync(ctx.Done(), l.synced)
 }
 
 // move counts a VM out of the location it was placed in before (nil: none) and into

@@ -96,17 +96,22 @@ func TestMachineNotReadyYetKeepsTheVMProvisioning(t *testing.T) {
 		p.Spec.Parameters = map[string]string{testv1.HoldReadyParameter: "true"}
 	})
 	f.vm("slow", class, image)
+	// The provider writes Cloning with the clone's task first, and once it observes the
+	// VM the clone made, that nothing waits for a restart (RestartRequired), which the VM
+	// mirrors. From then on it writes nothing while the clone runs.
 	f.g.Eventually(func(g Gomega) {
 		m := f.machine("slow")
 		g.Expect(m).NotTo(BeNil())
 		g.Expect(m.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", banlieuev1.ReadyCondition), HaveField("Reason", "Cloning"))))
+		g.Expect(m.Status.Conditions).To(ContainElement(HaveField("Type", infrav1.MachineRestartRequiredCondition)))
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 	// The machine moving from no Ready condition to Cloning, one step under way to
 	// another, neither wakes nor changes the VM: it stays not Ready, Provisioning, with
 	// the reason it was placed with.
 	notReadyYet := func(g Gomega, vm *banlieuev1.VirtualMachine) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseProvisioning))
+		g.Expect(condition(vm, banlieuev1.VirtualMachineRestartRequiredCondition)).To(HaveField("Reason", infrav1.MachineNoPendingChangeReason))
 		for _, t := range []string{banlieuev1.ReadyCondition, banlieuev1.VirtualMachineInfrastructureReadyCondition} {
 			c := condition(vm, t)
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))

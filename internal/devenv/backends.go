@@ -135,7 +135,7 @@ func startLibvirt(guestImage string) (*libvirtd.Daemon, error) {
 func PrepareLibvirt(d *libvirtd.Daemon, guestImage string) error {
 	_, err := d.DefineDirPool(libvirtPool)
 	if err == nil {
-		err = d.DefineNetwork(libvirtNetwork, libvirtd.RandomBridge("bnldev"), libvirtd.RandomSubnet())
+		_, err = d.DefineTestNetwork(libvirtNetwork, "bnldev")
 	}
 	if err == nil && guestImage != "" {
 		err = d.AddImage(libvirtPool, libvirtImage, guestImage)

@@ -71,7 +71,7 @@ func prepare(d *libvirtd.Daemon) error {
 	}
 	// A bridge name of its own per run: a run killed before its cleanup leaves its
 	// bridge behind, which must not stop the next run.
-	if err := d.DefineNetwork(testNetwork, libvirtd.RandomBridge("bnl"), libvirtd.RandomSubnet()); err != nil {
+	if _, err := d.DefineTestNetwork(testNetwork, "bnl"); err != nil {
 		return err
 	}
 	return d.CreateBlankImage(testPool, testImage, testImageGiB)

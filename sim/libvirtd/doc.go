@@ -36,9 +36,9 @@
 // qemu:///system runs real QEMU processes (KVM when the host offers it, TCG otherwise).
 // test:///default through libvirtd gives every connection its own fresh state, so a
 // test that reconnects, or inspects from a second connection, must use qemu:///system.
-// Libvirt networks with DHCP need dnsmasq; their bridges are host-global, so give each
-// test network its own bridge name and a 198.18.0.0/15 subnet (reserved for benchmarks,
-// routed nowhere).
+// Libvirt networks with DHCP need dnsmasq; their bridges are host-global, so each test
+// network gets its own bridge name and a 198.18.0.0/15 subnet (reserved for benchmarks,
+// routed nowhere) from DefineTestNetwork.
 //
 // # Outages, TLS and leftovers
 //
@@ -51,8 +51,9 @@
 // daemon made keeps its bridge, dnsmasq, firewall rules and subnet. So each daemon
 // directory records its test process, and Start first reaps the directories whose
 // process is gone: it starts a daemon on the state left behind and stops it, which
-// destroys the networks and domains the way libvirt does. Subnets from RandomSubnet
-// keep concurrent runs apart.
+// destroys the networks and domains the way libvirt does. DefineTestNetwork draws a
+// random bridge and subnet, and draws again when libvirt finds them taken, which keeps
+// concurrent runs and test packages apart.
 //
 // Tests call Require first: without root or the binaries, a test is skipped, or fails
 // when the environment variable CI is "true".

@@ -22,7 +22,7 @@ func TestDaemon(t *testing.T) {
 	if _, err := d.DefineDirPool("images"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DefineNetwork("bnl-test", libvirtd.RandomBridge("bnlt"), libvirtd.RandomSubnet()); err != nil {
+	if _, err := d.DefineTestNetwork("bnl-test", "bnlt"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Restart(); err != nil {

@@ -1,6 +1,7 @@
 package libvirtd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -60,6 +62,44 @@ func (d *Daemon) DefineNetwork(name, bridge, cidr string) error {
 		}
 		if err := l.NetworkCreate(net); err != nil {
 			return fmt.Errorf("failed to start network %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// DefineTestNetwork defines and starts an isolated network named name, with DHCP, on a
+// bridge whose name starts with bridgePrefix and a random /24 of 198.18.0.0/15, and
+// returns the host's address and prefix on it (the subnet's .1). Bridges and subnets
+// are host-global: another run, or another test package running beside this one, may
+// hold the ones drawn, and libvirt refuses to start a network on them ("already in
+// use"). So a refused draw is undefined and drawn again, up to a few times.
+func (d *Daemon) DefineTestNetwork(name, bridgePrefix string) (string, error) {
+	var err error
+	for range 8 {
+		cidr := drawSubnet()
+		if err = d.DefineNetwork(name, randomBridge(bridgePrefix), cidr); err == nil {
+			return cidr, nil
+		}
+		if !strings.Contains(err.Error(), "already in use") {
+			return "", err
+		}
+		if uerr := d.undefineNetwork(name); uerr != nil {
+			return "", errors.Join(err, uerr)
+		}
+	}
+	return "", err
+}
+
+// undefineNetwork removes the definition of the network named name, which DefineNetwork
+// left defined but not started.
+func (d *Daemon) undefineNetwork(name string) error {
+	return d.with(func(l *libvirt.Libvirt) error {
+		n, err := l.NetworkLookupByName(name)
+		if err != nil {
+			return fmt.Errorf("failed to find network %s: %w", name, err)
+		}
+		if err := l.NetworkUndefine(n); err != nil {
+			return fmt.Errorf("failed to undefine network %s: %w", name, err)
 		}
 		return nil
 	})
@@ -118,16 +158,18 @@ func (d *Daemon) writeTLS() (string, error) {
 		filepath.Join(d.Dir, "ca.pem"), filepath.Join(d.Dir, "server-cert.pem"), filepath.Join(d.Dir, "server-key.pem")), nil
 }
 
-// RandomSubnet returns the host address and prefix of a random /24 in 198.18.0.0/15, the
-// range reserved for benchmarks and routed nowhere, for a test network: networks are
-// host-global, so two test runs at once must not ask for the same subnet.
-func RandomSubnet() string {
+// drawSubnet is randomSubnet; a test of the redraw replaces it.
+var drawSubnet = randomSubnet
+
+// randomSubnet returns the host address and prefix of a random /24 in 198.18.0.0/15,
+// the range reserved for benchmarks and routed nowhere, for a test network.
+func randomSubnet() string {
 	return fmt.Sprintf("198.%d.%d.1/24", 18+rand.IntN(2), rand.IntN(256)) //nolint:gosec // a test subnet, not a secret
 }
 
-// RandomBridge is a bridge name that starts with prefix and is unlikely to be taken by
+// randomBridge is a bridge name that starts with prefix and is unlikely to be taken by
 // another daemon or test on the host; Linux limits interface names to 15 bytes.
-func RandomBridge(prefix string) string {
+func randomBridge(prefix string) string {
 	return fmt.Sprintf("%s%04x", prefix, rand.IntN(0x10000)) //nolint:gosec // a test bridge name, not a secret
 }
 

@@ -29,7 +29,8 @@ func TestAMachineWithBootstrapDataIsProvisionedOnLibvirt(t *testing.T) {
 	d := libvirtd.StartT(t, libvirtd.Options{})
 	poolDir, err := d.DefineDirPool(pool)
 	f.g.Expect(err).NotTo(HaveOccurred())
-	f.g.Expect(d.DefineNetwork(network, libvirtd.RandomBridge("bnlc"), libvirtd.RandomSubnet())).To(Succeed())
+	_, err = d.DefineTestNetwork(network, "bnlc")
+	f.g.Expect(err).NotTo(HaveOccurred())
 	f.g.Expect(d.CreateBlankImage(pool, image, 1)).To(Succeed())
 	c := libvirt.Config(libvirt.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second

@@ -18,7 +18,6 @@ import (
 	"github.com/banlieue/banlieue/internal/builder"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/libvirt"
-	"github.com/banlieue/banlieue/sim/libvirtd"
 	"github.com/banlieue/banlieue/test/guestagent"
 	"github.com/banlieue/banlieue/test/testenv"
 )
@@ -43,8 +42,8 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	start := time.Now()
 	f := newFixture(t)
 	d := startLibvirtd(t)
-	staticNet := libvirtd.RandomSubnet() // the host's address: .1
-	if err := d.DefineNetwork("static", libvirtd.RandomBridge("bnls"), staticNet); err != nil {
+	staticNet, err := d.DefineTestNetwork("static", "bnls") // the host's address: .1
+	if err != nil {
 		t.Fatal(err)
 	}
 	hostAddr := netip.MustParsePrefix(staticNet)

@@ -29,7 +29,7 @@ func startLibvirtd(t *testing.T) *libvirtd.Daemon {
 	if _, err := d.DefineDirPool(lvPool); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DefineNetwork(lvNetwork, libvirtd.RandomBridge("bnle"), libvirtd.RandomSubnet()); err != nil {
+	if _, err := d.DefineTestNetwork(lvNetwork, "bnle"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.CreateBlankImage(lvPool, lvImage, 1); err != nil {

@@ -102,9 +102,10 @@
 //
 // # Power
 //
-// PoweredOff presses the ACPI power button and records a task "shutdown:<UUID>" that
-// Observe reports in flight while the guest runs, for the shutdown timeout (2 minutes by
-// default); then the domain is destroyed. Suspended is a managed save: memory goes to
+// PoweredOff presses the ACPI power button and records a task "shutdown:<UUID>/<boot>"
+// that Observe reports in flight while the guest runs that boot, for the shutdown
+// timeout (2 minutes by default); then the domain is destroyed. A restart's power cycle
+// is over once the domain runs a new boot. Suspended is a managed save: memory goes to
 // disk and the domain stops, which frees the host's memory and survives host reboots
 // like a vSphere suspend; starting the domain resumes it. A domain paused on purpose
 // (libvirt's pause reason "user") is reported Suspended and resumed for PoweredOn; one

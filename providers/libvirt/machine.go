@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -19,9 +18,15 @@ import (
 const MetadataNamespace = host.MetadataNamespace
 
 // shutdownTaskPrefix starts the task reference recorded for a guest shutdown, which
-// libvirt does not track: "shutdown:<domain UUID>". Observe reports it in flight while
-// the domain runs and the shutdown timeout has not passed; Update then destroys it.
+// libvirt does not track: "shutdown:<domain UUID>/<boot ID>" (shutdownTask). Observe
+// reports it in flight while the domain runs the boot it was asked of and the shutdown
+// timeout has not passed; Update then destroys it. A domain that runs another boot has
+// shut down since: a restart's power cycle is over as soon as it starts again, not
+// when the timeout ends.
 const shutdownTaskPrefix = "shutdown:"
+
+// shutdownTask is the task reference of a shutdown of dom's current boot.
+func shutdownTask(dom *host.Domain) string { return shutdownTaskPrefix + dom.UUID + "/" + dom.BootID }
 
 // machineUUID is the domain UUID of a machine: its UID, which Kubernetes makes a UUID.
 func machineUUID(m *providersdk.Machine) (string, error) {
@@ -137,7 +142,7 @@ func (s *session) observeDomain(ctx context.Context, m *providersdk.Machine, dom
 		// address per NIC (or the SDK's bounded backoff ends), not only until the first.
 		o.WaitingForGuest = len(o.Addresses) < max(len(dom.MACs), 1)
 	}
-	if strings.HasPrefix(m.Task.Ref, shutdownTaskPrefix) && o.PowerState == banlieuev1.PowerStatePoweredOn &&
+	if o.PowerState == banlieuev1.PowerStatePoweredOn && dom.BootID != "" && m.Task.Ref == shutdownTask(dom) &&
 		!m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout) {
 		o.Task = m.Task
 	}

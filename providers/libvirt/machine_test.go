@@ -164,6 +164,61 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("a shutdown asked of one boot is over once the domain runs the next", func(t *testing.T) {
+		// As in a restart: the guest shut down and the domain was started again, before
+		// the shutdown timeout.
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
+		for range 2 { // starts the domain, then marks its boot
+			if _, err := updateMachine(ctx, s, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
+		res, err := updateMachine(ctx, s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Task = res.Task
+		m.Task.StartedAt = time.Now()
+		if o := mustObserve(t, s, m); o.Task != m.Task {
+			t.Fatalf("while the same boot runs: task %+v, want %+v", o.Task, m.Task)
+		}
+		inspect(t, d, func(l *libvirt.Libvirt) {
+			dom, err := l.DomainLookupByName("team-a.web-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.DomainDestroy(dom); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.DomainCreate(dom); err != nil {
+				t.Fatal(err)
+			}
+		})
+		// Within the timeout still, however long the power cycle took here.
+		m.Task.StartedAt = time.Now()
+		if o := mustObserve(t, s, m); o.Task.InFlight() || o.PowerState != banlieuev1.PowerStatePoweredOn {
+			t.Errorf("in the next boot: task %+v, power %s; want no task, PoweredOn", o.Task, o.PowerState)
+		}
+		// The new boot's shutdown is a task of its own, and ends as the first did.
+		res, err = updateMachine(ctx, s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Task.Ref == m.Task.Ref {
+			t.Errorf("the next boot's shutdown has the first's task %s", res.Task.Ref)
+		}
+		m.Task = res.Task
+		m.Task.StartedAt = time.Now().Add(-time.Minute) // the blank guest ignores ACPI
+		if _, err := updateMachine(ctx, s, m); err != nil {
+			t.Fatal(err)
+		}
+		m.Task = providersdk.Task{}
+		if o := mustObserve(t, s, m); o.PowerState != banlieuev1.PowerStatePoweredOff {
+			t.Fatalf("after the timeout: power %s, want PoweredOff", o.PowerState)
+		}
+	})
+
 	t.Run("a shut-off domain is resized and gets its new disk", func(t *testing.T) {
 		m.Spec.Hardware.CPUs, m.Spec.Hardware.MemoryMiB = 2, 320
 		m.Spec.Disks = append(m.Spec.Disks, m.Spec.Disks[0])

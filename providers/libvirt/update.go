@@ -160,7 +160,7 @@ func (s *session) setPower(ctx context.Context, m *providersdk.Machine, dom *hos
 	if dom.ManagedSave && (dom.State == host.StateShutoff || dom.State == host.StateCrashed) {
 		return providersdk.UpdateResult{}, s.host.RemoveManagedSave(ctx, dom)
 	}
-	shutdown := shutdownTaskPrefix + dom.UUID
+	shutdown := shutdownTask(dom)
 	timedOut := m.Task.Ref == shutdown && m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout)
 	if dom.State == host.StateRunning && !timedOut {
 		err := s.host.Shutdown(ctx, dom)

@@ -41,7 +41,7 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 	if err := checkIdentity(vm, m); err != nil {
 		return providersdk.Observation{}, err
 	}
-	if isShutdown(m.Task) && vm.Power == vcenter.PoweredOn && !m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout) {
+	if s.shuttingDown(m, vm) {
 		running = true
 	}
 	o := s.observe(ctx, m, vm)
@@ -102,7 +102,7 @@ func (s *session) observeAdopted(ctx context.Context, m *providersdk.Machine, ru
 	case !mine:
 		return providersdk.Observation{}, providersdk.AlreadyManaged(id)
 	}
-	if isShutdown(m.Task) && vm.Power == vcenter.PoweredOn && !m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout) {
+	if s.shuttingDown(m, vm) {
 		inFlight = m.Task
 	}
 	o := s.observe(ctx, m, vm)

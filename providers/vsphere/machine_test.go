@@ -354,7 +354,10 @@ func portGroupName(t *testing.T, sim *vspheretest.Simulator, key string) string 
 	return name
 }
 
-func TestSoftShutdownThatTimesOutPowersTheVMOff(t *testing.T) {
+// TestASoftShutdownEndsWithItsBootOrItsTimeout asks a guest that ignores the request
+// to shut down: the shutdown is in flight while the VM runs that boot, over once the VM
+// runs another (a restart's power cycle), and powered off at the timeout.
+func TestASoftShutdownEndsWithItsBootOrItsTimeout(t *testing.T) {
 	sim := vspheretest.Start(t)
 	ctx := context.Background()
 	now := time.Now()
@@ -365,37 +368,63 @@ func TestSoftShutdownThatTimesOutPowersTheVMOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, s, m, res.Task)
-	moRef := theVM(t, sim, string(m.UID)).Self.Value
-	if err := sim.SetToolsRunning(ctx, moRef, true); err != nil {
+	vm := theVM(t, sim, string(m.UID))
+	if err := sim.SetToolsRunning(ctx, vm.Self.Value, true); err != nil {
 		t.Fatal(err)
 	}
 	vspheretest.DelayTask(t, "ShutdownGuest", time.Minute) // the guest ignores the request
-
 	m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
-	up, err := afterObserve(s, m, s.Update)
-	if err != nil || up.Task.Ref != shutdownTaskPrefix+moRef {
-		t.Fatalf("Update = %+v, %v; want a guest shutdown", up, err)
+	shutDown := func(t *testing.T) {
+		t.Helper()
+		up, err := afterObserve(s, m, s.Update)
+		if err != nil || !strings.HasPrefix(up.Task.Ref, shutdownTaskPrefix+vm.Self.Value+"/") {
+			t.Fatalf("Update = %+v, %v; want a guest shutdown", up, err)
+		}
+		m.Task = up.Task
+		m.Task.StartedAt = now
+		o, err := s.Observe(ctx, m)
+		if err != nil || o.Task != m.Task {
+			t.Fatalf("Observe during the shutdown = task %+v, %v; want the shutdown in flight", o.Task, err)
+		}
 	}
-	m.Task = up.Task
-	m.Task.StartedAt = now
 
-	o, err := s.Observe(ctx, m)
-	if err != nil || o.Task != m.Task {
-		t.Fatalf("Observe during the shutdown = task %+v, %v; want the shutdown in flight", o.Task, err)
-	}
+	t.Run("a new boot ends it", func(t *testing.T) {
+		shutDown(t)
+		before := m.Task
+		v := object.NewVirtualMachine(sim.Client.Client, vm.Self)
+		for _, power := range []func(context.Context) (*object.Task, error){v.PowerOff, v.PowerOn} {
+			task, err := power(ctx)
+			if err == nil {
+				err = task.Wait(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		o, err := s.Observe(ctx, m)
+		if err != nil || o.Task.InFlight() || o.PowerState != banlieuev1.PowerStatePoweredOn {
+			t.Fatalf("Observe in the next boot = task %+v, %s, %v; want no task, PoweredOn", o.Task, o.PowerState, err)
+		}
+		shutDown(t)
+		if m.Task.Ref == before.Ref {
+			t.Errorf("the next boot's shutdown has the first's task %s", before.Ref)
+		}
+	})
 
-	now = now.Add(DefaultShutdownTimeout)
-	o, err = s.Observe(ctx, m)
-	if err != nil || o.Task.InFlight() || o.UpToDate {
-		t.Fatalf("Observe after the timeout = task %+v, up to date %v, %v; want no task and not up to date", o.Task, o.UpToDate, err)
-	}
-	up, err = s.Update(ctx, m, o)
-	if err != nil || !strings.HasPrefix(up.Task.Ref, "task-") {
-		t.Fatalf("Update after the timeout = %+v, %v; want a power-off task", up, err)
-	}
-	if o := settle(t, s, m, up.Task); o.PowerState != banlieuev1.PowerStatePoweredOff {
-		t.Fatalf("after the hard power off: %s", o.PowerState)
-	}
+	t.Run("the timeout powers the VM off", func(t *testing.T) {
+		now = now.Add(DefaultShutdownTimeout)
+		o, err := s.Observe(ctx, m)
+		if err != nil || o.Task.InFlight() || o.UpToDate {
+			t.Fatalf("Observe after the timeout = task %+v, up to date %v, %v; want no task and not up to date", o.Task, o.UpToDate, err)
+		}
+		up, err := s.Update(ctx, m, o)
+		if err != nil || !strings.HasPrefix(up.Task.Ref, "task-") {
+			t.Fatalf("Update after the timeout = %+v, %v; want a power-off task", up, err)
+		}
+		if o := settle(t, s, m, up.Task); o.PowerState != banlieuev1.PowerStatePoweredOff {
+			t.Fatalf("after the hard power off: %s", o.PowerState)
+		}
+	})
 }
 
 func TestAddresses(t *testing.T) {

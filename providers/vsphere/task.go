@@ -3,19 +3,28 @@ package vsphere
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere/vcenter"
 )
 
 // shutdownTaskPrefix starts the task reference recorded for a guest shutdown, which
-// vSphere does not run as a task: "shutdownGuest:<vm ID>". Observe reports it in flight
-// until the VM is off or the shutdown timeout has passed; Update then powers the VM off.
+// vSphere does not run as a task: "shutdownGuest:<vm ID>/<boot time>". Observe reports
+// it in flight while the VM runs the boot it was asked of, until the shutdown timeout
+// has passed; Update then powers the VM off. A VM powered on again since (a restart's
+// power cycle) has shut down: its new boot is not held up until the timeout.
 const shutdownTaskPrefix = "shutdownGuest:"
 
-// shutdownTask is the task recorded for a shutdown of vm's guest.
+// shutdownTask is the task recorded for a shutdown of vm's guest in its current boot.
 func shutdownTask(vm *vcenter.VM) providersdk.Task {
-	return providersdk.Task{Ref: shutdownTaskPrefix + vm.Ref.Value, Operation: providersdk.OperationUpdate}
+	return providersdk.Task{Ref: shutdownTaskPrefix + vm.Ref.Value + "/" + vm.BootTime.UTC().Format(time.RFC3339Nano), Operation: providersdk.OperationUpdate}
+}
+
+// shuttingDown reports whether m's task is a guest shutdown of the boot vm runs, still
+// within the shutdown timeout.
+func (s *session) shuttingDown(m *providersdk.Machine, vm *vcenter.VM) bool {
+	return vm.Power == vcenter.PoweredOn && m.Task.Ref == shutdownTask(vm).Ref && !m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout)
 }
 
 // isShutdown reports whether t is a guest shutdown.

@@ -49,8 +49,9 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	hostAddr := netip.MustParsePrefix(staticNet)
 	staticAddr := netip.PrefixFrom(hostAddr.Addr().Next().Next().Next(), hostAddr.Bits()) // .4
 	// A real guest takes longer than an empty domain to power off through ACPI: the
-	// timeout must never be what powers it off.
-	c := libvirt.Config(libvirt.WithShutdownTimeout(3 * time.Minute))
+	// timeout must never be what powers it off. It is longer than the restart below may
+	// take, so a restart held until the timeout fails.
+	c := libvirt.Config(libvirt.WithShutdownTimeout(guestBootTimeout + time.Minute))
 	c.InventoryInterval, c.ImageResync, c.MachineOptions = 2*time.Second, 2*time.Second, testenv.FastMachineOptions()
 	f.startProvider(c)
 	// CPUs and memory may grow while the guest runs, up to 3 CPUs and 2 GiB: the class

@@ -39,9 +39,10 @@ func (d *Daemon) DefineDirPool(name string) (string, error) {
 }
 
 // DefineNetwork defines and starts an isolated libvirt network named name on the QEMU
-// driver, on a new bridge. With cidr (e.g. "198.18.5.1/24", the host's address and
-// prefix; keep to 198.18.0.0/15) the host gets that address and dnsmasq serves DHCP on
-// the rest of the subnet; without, the network is a bare bridge.
+// driver, on a new bridge; one that fails to start is undefined again. With cidr (e.g.
+// "198.18.5.1/24", the host's address and prefix; keep to 198.18.0.0/15) the host gets
+// that address and dnsmasq serves DHCP on the rest of the subnet; without, the network
+// is a bare bridge.
 func (d *Daemon) DefineNetwork(name, bridge, cidr string) error {
 	n := &libvirtxml.Network{Name: name, Bridge: &libvirtxml.NetworkBridge{Name: bridge}}
 	if cidr != "" {
@@ -61,7 +62,8 @@ func (d *Daemon) DefineNetwork(name, bridge, cidr string) error {
 			return fmt.Errorf("failed to define network %s: %w", name, err)
 		}
 		if err := l.NetworkCreate(net); err != nil {
-			return fmt.Errorf("failed to start network %s: %w", name, err)
+			// A network that cannot start is not left defined: its name stays free.
+			return errors.Join(fmt.Errorf("failed to start network %s: %w", name, err), l.NetworkUndefine(net))
 		}
 		return nil
 	})
@@ -72,37 +74,20 @@ func (d *Daemon) DefineNetwork(name, bridge, cidr string) error {
 // returns the host's address and prefix on it (the subnet's .1). Bridges and subnets
 // are host-global: another run, or another test package running beside this one, may
 // hold the ones drawn, and libvirt refuses to start a network on them ("already in
-// use"). So a refused draw is undefined and drawn again, up to a few times.
+// use"). So a refused draw is drawn again, up to a few times.
 func (d *Daemon) DefineTestNetwork(name, bridgePrefix string) (string, error) {
 	var err error
 	for range 8 {
 		cidr := drawSubnet()
-		if err = d.DefineNetwork(name, randomBridge(bridgePrefix), cidr); err == nil {
+		err = d.DefineNetwork(name, randomBridge(bridgePrefix), cidr)
+		switch {
+		case err == nil:
 			return cidr, nil
-		}
-		if !strings.Contains(err.Error(), "already in use") {
+		case !strings.Contains(err.Error(), "already in use"):
 			return "", err
-		}
-		if uerr := d.undefineNetwork(name); uerr != nil {
-			return "", errors.Join(err, uerr)
 		}
 	}
 	return "", err
-}
-
-// undefineNetwork removes the definition of the network named name, which DefineNetwork
-// left defined but not started.
-func (d *Daemon) undefineNetwork(name string) error {
-	return d.with(func(l *libvirt.Libvirt) error {
-		n, err := l.NetworkLookupByName(name)
-		if err != nil {
-			return fmt.Errorf("failed to find network %s: %w", name, err)
-		}
-		if err := l.NetworkUndefine(n); err != nil {
-			return fmt.Errorf("failed to undefine network %s: %w", name, err)
-		}
-		return nil
-	})
 }
 
 // with runs f on a fresh qemu:///system connection.

@@ -142,7 +142,7 @@ func (s *session) observeDomain(ctx context.Context, m *providersdk.Machine, dom
 		// address per NIC (or the SDK's bounded backoff ends), not only until the first.
 		o.WaitingForGuest = len(o.Addresses) < max(len(dom.MACs), 1)
 	}
-	if o.PowerState == banlieuev1.PowerStatePoweredOn && dom.BootID != "" && m.Task.Ref == shutdownTask(dom) &&
+	if o.PowerState == banlieuev1.PowerStatePoweredOn && m.Task.Ref == shutdownTask(dom) &&
 		!m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout) {
 		o.Task = m.Task
 	}

@@ -24,7 +24,9 @@ func shutdownTask(vm *vcenter.VM) providersdk.Task {
 // shuttingDown reports whether m's task is a guest shutdown of the boot vm runs, still
 // within the shutdown timeout.
 func (s *session) shuttingDown(m *providersdk.Machine, vm *vcenter.VM) bool {
-	return vm.Power == vcenter.PoweredOn && m.Task.Ref == shutdownTask(vm).Ref && !m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout)
+	// The prefix first: most Observes have no shutdown, and need no boot time formatted.
+	return isShutdown(m.Task) && vm.Power == vcenter.PoweredOn && m.Task.Ref == shutdownTask(vm).Ref &&
+		!m.Task.TimedOut(s.driver.now(), s.driver.shutdownTimeout)
 }
 
 // isShutdown reports whether t is a guest shutdown.

@@ -21,6 +21,13 @@ cat >"$root/etc/cloud/cloud.cfg.d/90-banlieue.cfg" <<'CFG'
 datasource_list: [NoCloud, None]
 CFG
 
+# cloud-init's locale module gives the guest en_US.UTF-8 with update-locale, which
+# refuses a locale that is not generated: it is generated here, once, and set, as on a
+# distribution's cloud image.
+echo 'en_US.UTF-8 UTF-8' >"$root/etc/locale.gen"
+chroot "$root" locale-gen >/dev/null
+echo 'LANG=en_US.UTF-8' >"$root/etc/default/locale"
+
 # CPUs and memory banlieue plugs into the running guest (a Provider's hotplug: cpu,memory)
 # come online at once: the kernel adds them offline on x86, and Debian ships no rule for
 # that (Ubuntu's 40-vm-hotadd.rules and RHEL's 40-redhat.rules do the same).

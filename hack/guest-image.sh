@@ -18,10 +18,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${BANLIEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/banlieue}
 suite=bookworm
 # What the guest needs to prove banlieue's promises from inside: cloud-init applies user
-# data and network-config (ifupdown renders it), the agent answers the host, systemd-logind
-# turns ACPI's power button into a clean shutdown.
+# data and network-config (ifupdown renders it) and runs every stage without an error
+# (its locale module needs update-locale, from locales), the agent answers the host,
+# systemd-logind turns ACPI's power button into a clean shutdown.
 packages=(systemd-sysv udev dbus linux-image-amd64 initramfs-tools cloud-init qemu-guest-agent
-	ifupdown isc-dhcp-client iproute2 procps)
+	ifupdown isc-dhcp-client iproute2 procps locales)
 host_tools=(mmdebstrap grub-pc-bin grub-efi-amd64-bin e2fsprogs dosfstools mtools fdisk qemu-utils)
 
 # The folder name is a digest of this script and its hooks (packages, steps) and of the

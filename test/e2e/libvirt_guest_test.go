@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -131,12 +132,25 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 
 	// The guest finishes starting up before its power is touched. The agent and the user
 	// data come early in a boot, systemd-logind later: a power button pressed before
-	// logind watches it is lost, and the shutdown timeout then pulls the plug. Degraded
-	// is finished too (a failed unit, such as a cloud-config module the image lacks a
-	// package for).
+	// logind watches it is lost, and the shutdown timeout then pulls the plug. It has
+	// started up with no unit failed, and cloud-init ran every stage without an error.
+	var state string
 	f.g.Eventually(func() string {
-		return strings.TrimSpace(ga.Exec("/bin/sh", "-c", "systemctl is-system-running || true"))
+		state = strings.TrimSpace(ga.Exec("/bin/sh", "-c", "systemctl is-system-running || true"))
+		return state
 	}).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(BeElementOf("running", "degraded"), "the guest did not finish starting up")
+	f.g.Expect(state).To(Equal("running"), func() string { // read from the guest only on a failure
+		return "units failed in the guest:\n" + ga.Exec("/bin/sh", "-c", "systemctl --failed --no-legend || true") +
+			"\nits journal's warnings and cloud-init's log:\n" +
+			ga.Exec("/bin/sh", "-c", "journalctl -b -p warning --no-pager | tail -n 60; grep -iE 'warn|error|fail' /var/log/cloud-init.log | tail -n 40")
+	})
+	var result struct {
+		V1 struct {
+			Errors []string `json:"errors"`
+		} `json:"v1"`
+	}
+	f.g.Expect(json.Unmarshal([]byte(ga.Exec("/bin/cat", "/run/cloud-init/result.json")), &result)).To(Succeed())
+	f.g.Expect(result.V1.Errors).To(BeEmpty(), "cloud-init's errors in the guest")
 
 	// Suspended and back: the same boot, and its uptime went on.
 	bootID := ga.BootID()

@@ -168,11 +168,7 @@ func TestQEMUMachineLifecycle(t *testing.T) {
 		// As in a restart: the guest shut down and the domain was started again, before
 		// the shutdown timeout.
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOn
-		for range 2 { // starts the domain, then marks its boot
-			if _, err := updateMachine(ctx, s, m); err != nil {
-				t.Fatal(err)
-			}
-		}
+		powerTo(t, s, m, banlieuev1.PowerStatePoweredOn) // started, its boot marked
 		m.Spec.PowerState = banlieuev1.PowerStatePoweredOff
 		res, err := updateMachine(ctx, s, m)
 		if err != nil {

@@ -149,7 +149,7 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 			Errors []string `json:"errors"`
 		} `json:"v1"`
 	}
-	f.g.Expect(json.Unmarshal([]byte(ga.Exec("/bin/cat", "/run/cloud-init/result.json")), &result)).To(Succeed())
+	f.g.Expect(json.Unmarshal([]byte(ga.ReadFile("/run/cloud-init/result.json")), &result)).To(Succeed())
 	f.g.Expect(result.V1.Errors).To(BeEmpty(), "cloud-init's errors in the guest")
 
 	// Suspended and back: the same boot, and its uptime went on.

@@ -135,7 +135,9 @@ func TestACrashedProvidersCloneIsFoundAmongManyRunningTasks(t *testing.T) {
 	const busy = "busy-tpl"
 	sim := proxmoxtest.Start(t, func(o *proxmoxsim.Options) {
 		o.Templates = map[string]string{proxmoxtest.TemplateName: proxmoxtest.Node1, busy: proxmoxtest.Node1}
-		o.TaskDelays = map[string]time.Duration{"qmclone": 5 * time.Second}
+		// The crashed clone must still run when the 200 others are made, however slowly
+		// (seconds under the race detector); the simulator ends it when the test does.
+		o.TaskDelays = map[string]time.Duration{"qmclone": time.Minute}
 	})
 	m := newMachine("0b1c2d3e-0000-4000-8000-000000000031")
 	clone := crashAfterCreate(t, sim, m)

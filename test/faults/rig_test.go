@@ -122,12 +122,7 @@ func newRig(t *testing.T, sz size, seed uint64) *rig {
 			// during it (converge checks that they found no orphan).
 			args = append(args, "--orphan-scan-interval", "5s")
 		}
-		p, err := harness.Start(bin, r.logDir, name, append(args, "--kubeconfig", kubeconfig)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
-		r.procs = append(r.procs, p)
+		r.procs = append(r.procs, harness.StartForTest(t, 5*time.Second, bin, r.logDir, name, append(args, "--kubeconfig", kubeconfig)...))
 	}
 
 	for _, o := range append(enableAdoption(b.objects()), r.fleetObjects()...) {

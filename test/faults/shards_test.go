@@ -79,12 +79,7 @@ func TestCoreShardsHandOffWithoutPlacingTwice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := harness.Start(bin, logDir, name, append(args, "--kubeconfig", kubeconfig)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
-		return p
+		return harness.StartForTest(t, 5*time.Second, bin, logDir, name, append(args, "--kubeconfig", kubeconfig)...)
 	}
 
 	const tenants, perTenant = 6, 4

@@ -6,6 +6,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -29,10 +31,16 @@ import (
 	"github.com/banlieue/banlieue/test/testenv"
 )
 
-// Build compiles cmd/banlieue into dir and returns the binary's path.
+// Build compiles cmd/banlieue into dir and returns the binary's path. A test that runs
+// under the race detector gets a binary built for it too, so that the processes it
+// runs are checked as the code in the test binary is (see StartForTest).
 func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "banlieue")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue") //nolint:gosec // builds this repository's own command
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/banlieue")...) //nolint:gosec // builds this repository's own command
 	cmd.Dir = testenv.RepoPath(".")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("failed to build banlieue: %w\n%s", err, out)
@@ -83,6 +91,48 @@ func Start(bin, logDir, name string, args ...string) (*Process, error) {
 	}
 	p.args = append(slices.Clone(args), "--metrics-bind-address", p.MetricsAddr, "--health-probe-bind-address", "0")
 	return p, p.start()
+}
+
+// StartForTest starts bin as Start does, failing tb when it cannot, and stops it when
+// tb ends, within grace. A data race the process reported in its log (a binary Build made
+// under the race detector reports them) then fails tb.
+func StartForTest(tb testing.TB, grace time.Duration, bin, logDir, name string, args ...string) *Process {
+	tb.Helper()
+	p, err := Start(bin, logDir, name, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = p.Stop(grace)
+		races, err := p.Races()
+		if err != nil {
+			tb.Error(err)
+		}
+		if races != "" {
+			tb.Errorf("%s reported a data race:\n%s", p.Name, races)
+		}
+	})
+	return p
+}
+
+// raceReport opens each report of the race detector.
+const raceReport = "WARNING: DATA RACE"
+
+// maxRaceReport is how much of the log Races returns: the first reports in full.
+const maxRaceReport = 16 << 10
+
+// Races returns what the race detector reported in the process's log from its first
+// report on (at most maxRaceReport bytes), or "" when it reported nothing.
+func (p *Process) Races() (string, error) {
+	log, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return "", fmt.Errorf("failed to read the log of %s: %w", p.Name, err)
+	}
+	i := bytes.Index(log, []byte(raceReport))
+	if i < 0 {
+		return "", nil
+	}
+	return string(log[i:min(len(log), i+maxRaceReport)]), nil
 }
 
 func (p *Process) start() error {

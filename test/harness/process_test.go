@@ -29,11 +29,7 @@ func TestAControllerProcessIsMeasuredKilledAndStartedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := harness.Start(bin, dir, "core", "controller", "--kubeconfig", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop(10 * time.Second) })
+	p := harness.StartForTest(t, 10*time.Second, bin, dir, "core", "controller", "--kubeconfig", kubeconfig)
 
 	scrape := func() {
 		t.Helper()

@@ -86,12 +86,8 @@ func TestEveryQueriedMetricIsExported(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := harness.Start(bin, dir, name, append(args, "--kubeconfig", kubeconfig)...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := harness.StartForTest(t, 10*time.Second, bin, dir, name, append(args, "--kubeconfig", kubeconfig)...)
 		t.Cleanup(func() {
-			_ = p.Stop(10 * time.Second)
 			if t.Failed() {
 				if log, err := os.ReadFile(dir + "/" + name + ".log"); err == nil {
 					t.Logf("log of %s:\n%s", name, tail(string(log), 40))

@@ -28,19 +28,19 @@ type Capabilities struct {
 // Capabilities reads the host's name and what it offers domains. domainType, when not
 // empty, is the only hypervisor to choose; else the fastest: KVM over TCG over others.
 func (c *Client) Capabilities(ctx context.Context, domainType string) (*Capabilities, error) {
-	h := &Capabilities{}
-	err := c.do(ctx, "GetCapabilities", "read the host's capabilities", func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "GetCapabilities", "read the host's capabilities", func(l *libvirt.Libvirt) (*Capabilities, error) {
+		h := &Capabilities{}
 		var err error
 		if h.Hostname, err = l.ConnectGetHostname(); err != nil {
-			return err
+			return nil, err
 		}
 		x, err := l.ConnectGetCapabilities()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		caps := &libvirtxml.Caps{}
 		if err := caps.Unmarshal(x); err != nil {
-			return err
+			return nil, err
 		}
 		h.Arch, h.DomainType = guestType(caps, domainType)
 		if h.DomainType == "kvm" && caps.Host.CPU != nil {
@@ -54,12 +54,8 @@ func (c *Client) Capabilities(ctx context.Context, domainType string) (*Capabili
 				h.EFI, h.SecureBoot = firmware(dx)
 			}
 		}
-		return nil
+		return h, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
 }
 
 // guestType picks the architecture and hypervisor for new domains: the host's own
@@ -132,11 +128,11 @@ type Targets struct {
 
 // Targets lists the host's active storage pools, networks and interfaces.
 func (c *Client) Targets(ctx context.Context) (*Targets, error) {
-	t := &Targets{}
-	err := c.do(ctx, "ListPoolsAndNetworks", "list the host's storage pools and networks", func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "ListPoolsAndNetworks", "list the host's storage pools and networks", func(l *libvirt.Libvirt) (*Targets, error) {
+		t := &Targets{}
 		pools, _, err := l.ConnectListAllStoragePools(1, libvirt.ConnectListStoragePoolsActive)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, p := range pools {
 			t.Pools = append(t.Pools, p.Name)
@@ -146,7 +142,7 @@ func (c *Client) Targets(ctx context.Context) (*Targets, error) {
 		case isCode(err, libvirt.ErrNoSupport):
 			// A driver without networks (e.g. without the network driver) has none.
 		case err != nil:
-			return err
+			return nil, err
 		}
 		for _, n := range nets {
 			t.Networks = append(t.Networks, n.Name)
@@ -158,10 +154,6 @@ func (c *Client) Targets(ctx context.Context) (*Targets, error) {
 				t.Interfaces = append(t.Interfaces, i.Name)
 			}
 		}
-		return nil
+		return t, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
 }

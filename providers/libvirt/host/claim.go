@@ -21,33 +21,30 @@ import (
 // power state, not other tools' metadata. It fails with a NotFoundError of KindDomain
 // when the domain is gone.
 func (c *Client) Claim(ctx context.Context, d *Domain, m Metadata) (*Metadata, error) {
-	var out *Metadata
-	err := c.do(ctx, "SetDomainMetadata", "write banlieue's metadata on domain "+d.Name, func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "SetDomainMetadata", "write banlieue's metadata on domain "+d.Name, func(l *libvirt.Libvirt) (*Metadata, error) {
 		flags, err := metadataFlags(l, d)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if out, err = readMark(l, d, flags); err != nil || (out != nil && out.UID != "") {
-			return err
+		if out, err := readMark(l, d, flags); err != nil || (out != nil && out.UID != "") {
+			return out, err
 		}
 		// The volumes the domain's definition holds, to be deleted with it as those of a
 		// domain banlieue made are.
 		x, err := l.DomainGetXMLDesc(d.ref, inactiveIf(flags&libvirt.DomainAffectConfig != 0))
 		if err != nil {
-			return notFound(err, d)
+			return nil, notFound(err, d)
 		}
 		if m.Volumes, err = ownVolumes(x); err != nil {
-			return err
+			return nil, err
 		}
 		err = l.DomainSetMetadata(d.ref, int32(libvirt.DomainMetadataElement), libvirt.OptString{m.element()},
 			libvirt.OptString{"banlieue"}, libvirt.OptString{MetadataNamespace}, flags)
 		if err != nil {
-			return notFound(err, d)
+			return nil, notFound(err, d)
 		}
-		out, err = readMark(l, d, flags)
-		return err
+		return readMark(l, d, flags)
 	})
-	return out, err
 }
 
 // metadataFlags are the parts of d, live and persistent, that hold its metadata.

@@ -162,33 +162,51 @@ func (c *Client) drop(l *libvirt.Libvirt) {
 	go c.close(l)
 }
 
-// do runs f, doing what, on the connection and returns its error typed by fail; it
-// counts the work in providersdk.BackendCalls as operation. go-libvirt calls take no
-// context, so when ctx ends first the connection is closed, which ends the call, and
-// the backend is reported unreachable.
+// do runs f, doing what, on the connection and returns its error, as call does.
 func (c *Client) do(ctx context.Context, operation, what string, f func(l *libvirt.Libvirt) error) error {
+	_, err := call(ctx, c, operation, what, func(l *libvirt.Libvirt) (struct{}, error) { return struct{}{}, f(l) })
+	return err
+}
+
+// result is what a call's f returned.
+type result[T any] struct {
+	value T
+	err   error
+}
+
+// call runs f, doing what, on c's connection and returns its result, with its error
+// typed by fail; it counts the work in providersdk.BackendCalls as operation. go-libvirt
+// calls take no context, so when ctx ends first the connection is closed, which ends
+// the call, and the backend is reported unreachable. f's result comes back on a
+// channel, never through variables f shares with the caller: a call given up on goes
+// on until the close ends it, and must write nothing the caller reads.
+func call[T any](ctx context.Context, c *Client, operation, what string, f func(l *libvirt.Libvirt) (T, error)) (T, error) {
+	var zero T
 	l, err := c.client()
 	if err != nil {
 		providersdk.CountBackendCall(c.class, operation, err)
-		return err
+		return zero, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- f(l) }()
+	done := make(chan result[T], 1)
+	go func() {
+		v, err := f(l)
+		done <- result[T]{v, err}
+	}()
 	select {
-	case err := <-done:
-		providersdk.CountBackendCall(c.class, operation, err)
-		err = c.fail(what, err)
+	case r := <-done:
+		providersdk.CountBackendCall(c.class, operation, r.err)
+		err := c.fail(what, r.err)
 		if providersdk.IsUnreachable(err) {
 			c.drop(l)
 		}
-		return err
+		return r.value, err
 	case <-ctx.Done():
 		providersdk.CountBackendCall(c.class, operation, ctx.Err())
 		c.drop(l)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return providersdk.Unreachable(fmt.Errorf("libvirt at %s did not answer in time to %s", c.ep.safe, what))
+			return zero, providersdk.Unreachable(fmt.Errorf("libvirt at %s did not answer in time to %s", c.ep.safe, what))
 		}
-		return fmt.Errorf("failed to %s: %w", what, ctx.Err())
+		return zero, fmt.Errorf("failed to %s: %w", what, ctx.Err())
 	}
 }
 

@@ -102,19 +102,16 @@ func (c *Client) FindDomain(ctx context.Context, id string) (*Domain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to look up domain %s: the UUID does not parse: %w", id, err)
 	}
-	var d *Domain
-	err = c.do(ctx, "LookupDomain", "look up domain "+id, func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "LookupDomain", "look up domain "+id, func(l *libvirt.Libvirt) (*Domain, error) {
 		dom, err := l.DomainLookupByUUID(libvirt.UUID(u))
 		if isCode(err, libvirt.ErrNoDomain) {
-			return &NotFoundError{Kind: KindDomain, Name: id}
+			return nil, &NotFoundError{Kind: KindDomain, Name: id}
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		d, err = readDomain(l, dom)
-		return err
+		return readDomain(l, dom)
 	})
-	return d, err
 }
 
 // readDomain reads a domain's XML, state, managed save image and disk sizes.
@@ -203,24 +200,21 @@ func (c *Client) DefineDomain(ctx context.Context, spec DomainSpec) (*Domain, er
 	if err != nil {
 		return nil, fmt.Errorf("failed to render the domain XML: %w", err)
 	}
-	var d *Domain
-	err = c.do(ctx, "DefineDomain", "define domain "+spec.Name, func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "DefineDomain", "define domain "+spec.Name, func(l *libvirt.Libvirt) (*Domain, error) {
 		dom, err := l.DomainLookupByUUID(libvirt.UUID(u))
 		if err != nil && !isCode(err, libvirt.ErrNoDomain) {
-			return err
+			return nil, err
 		}
 		if err != nil {
 			if dom, err = l.DomainDefineXMLFlags(x, 0); err != nil {
 				if other, lerr := l.DomainLookupByName(spec.Name); lerr == nil && uuidString(other.UUID) != spec.UUID {
-					return &NameInUseError{Name: spec.Name, UUID: uuidString(other.UUID)}
+					return nil, &NameInUseError{Name: spec.Name, UUID: uuidString(other.UUID)}
 				}
-				return err
+				return nil, err
 			}
 		}
-		d, err = readDomain(l, dom)
-		return err
+		return readDomain(l, dom)
 	})
-	return d, err
 }
 
 // uuidString formats a libvirt UUID.
@@ -348,8 +342,8 @@ func (c *Client) RemoveMetadata(ctx context.Context, d *Domain) error {
 // its libvirt networks, then what the guest agent reports. Errors of either source are
 // ignored: a guest without an agent, or a network without DHCP, has none.
 func (c *Client) Addresses(ctx context.Context, d *Domain) ([]string, error) {
-	var out []string
-	err := c.do(ctx, "GetAddresses", "read the addresses of domain "+d.Name, func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "GetAddresses", "read the addresses of domain "+d.Name, func(l *libvirt.Libvirt) ([]string, error) {
+		var out []string
 		for _, name := range d.Networks {
 			n, err := l.NetworkLookupByName(name)
 			if err != nil {
@@ -373,9 +367,8 @@ func (c *Client) Addresses(ctx context.Context, d *Domain) ([]string, error) {
 				}
 			}
 		}
-		return nil
+		return out, nil
 	})
-	return out, err
 }
 
 // containsFold reports whether list holds s, ignoring case.
@@ -394,11 +387,11 @@ func containsFold(list []string, s string) bool {
 // XML. It returns the domains that have the element, with Name, UUID and Metadata set.
 // A domain undefined meanwhile is left out.
 func (c *Client) MarkedDomains(ctx context.Context) ([]Domain, error) {
-	var out []Domain
-	err := c.do(ctx, "ListAllDomains", "list the domains' metadata", func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "ListAllDomains", "list the domains' metadata", func(l *libvirt.Libvirt) ([]Domain, error) {
+		var out []Domain
 		doms, _, err := l.ConnectListAllDomains(1, 0)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, dom := range doms {
 			x, err := l.DomainGetMetadata(dom, int32(libvirt.DomainMetadataElement), libvirt.OptString{MetadataNamespace}, libvirt.DomainAffectCurrent)
@@ -406,7 +399,7 @@ func (c *Client) MarkedDomains(ctx context.Context) ([]Domain, error) {
 			case isCode(err, libvirt.ErrNoDomainMetadata), isCode(err, libvirt.ErrNoDomain):
 				continue
 			case err != nil:
-				return err
+				return nil, err
 			}
 			md, ok := elementMetadata(x)
 			if !ok {
@@ -414,9 +407,8 @@ func (c *Client) MarkedDomains(ctx context.Context) ([]Domain, error) {
 			}
 			out = append(out, Domain{Name: dom.Name, UUID: uuid.UUID(dom.UUID).String(), Metadata: md, ref: dom})
 		}
-		return nil
+		return out, nil
 	})
-	return out, err
 }
 
 // Domains lists every domain of the host, running or not, over one connection: one
@@ -424,11 +416,11 @@ func (c *Client) MarkedDomains(ctx context.Context) ([]Domain, error) {
 // its definition (Metadata included), the reads FindDomain makes of its state, managed
 // save image and disk sizes. A domain undefined meanwhile is left out.
 func (c *Client) Domains(ctx context.Context, keep func(*Domain) bool) ([]*Domain, error) {
-	var out []*Domain
-	err := c.do(ctx, "ListAllDomains", "list the domains", func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "ListAllDomains", "list the domains", func(l *libvirt.Libvirt) ([]*Domain, error) {
+		var out []*Domain
 		doms, _, err := l.ConnectListAllDomains(1, 0)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, dom := range doms {
 			d, err := readDefinition(l, dom)
@@ -441,14 +433,13 @@ func (c *Client) Domains(ctx context.Context, keep func(*Domain) bool) ([]*Domai
 			switch {
 			case isCode(err, libvirt.ErrNoDomain):
 			case err != nil:
-				return err
+				return nil, err
 			default:
 				out = append(out, d)
 			}
 		}
-		return nil
+		return out, nil
 	})
-	return out, err
 }
 
 // elementMetadata reads banlieue's element as GetMetadata returns it: without its

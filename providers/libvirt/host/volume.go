@@ -50,34 +50,28 @@ func (c *Client) LookupVolume(ctx context.Context, ref string) (*Volume, error) 
 		}
 		return c.Volume(ctx, VolumeRef{Pool: pool, Name: name})
 	}
-	var v *Volume
-	err := c.do(ctx, "LookupVolume", "look up volume "+ref, func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "LookupVolume", "look up volume "+ref, func(l *libvirt.Libvirt) (*Volume, error) {
 		vol, err := l.StorageVolLookupByPath(ref)
 		if isCode(err, libvirt.ErrNoStorageVol, libvirt.ErrNoStoragePool) {
-			return &NotFoundError{Kind: KindVolume, Name: ref}
+			return nil, &NotFoundError{Kind: KindVolume, Name: ref}
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		v, err = readVolume(l, vol)
-		return err
+		return readVolume(l, vol)
 	})
-	return v, err
 }
 
 // Volume finds the volume ref. It fails with a NotFoundError (KindPool when the pool is
 // missing, else KindVolume) when there is none.
 func (c *Client) Volume(ctx context.Context, ref VolumeRef) (*Volume, error) {
-	var v *Volume
-	err := c.do(ctx, "LookupVolume", "look up volume "+ref.String(), func(l *libvirt.Libvirt) error {
+	return call(ctx, c, "LookupVolume", "look up volume "+ref.String(), func(l *libvirt.Libvirt) (*Volume, error) {
 		vol, err := findVolume(l, ref)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		v, err = readVolume(l, vol)
-		return err
+		return readVolume(l, vol)
 	})
-	return v, err
 }
 
 // findVolume looks a volume up by pool and name, with NotFoundErrors for a missing

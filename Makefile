@@ -88,23 +88,28 @@ guest-image: ## Build the Debian guest image (cloud-init, guest agent) from Debi
 deps: ## Install the Debian packages the tests need (as root, when missing).
 	@bash hack/deps.sh
 
-# RACE_PACKAGES run a second time under the race detector in make test: by default the
-# whole suite again. The first run tests the code as it ships; the second, slower and
-# timed differently, finds data races in the controllers, drivers and simulators the
-# test binaries run and in the banlieue processes the fault and monitoring suites start
-# (test/harness builds them for the detector too, and a race one reports fails its
-# test). About ten minutes on 2 cores, more the first time, when the packages are built
-# for the detector.
-RACE_PACKAGES ?= ./...
+# RACE_PACKAGES run a second time under the race detector in make test: the whole
+# suite but the fault suite. The first run tests the code as it ships; the second,
+# slower and timed differently, finds data races in the controllers, drivers and
+# simulators the test binaries run, and in the banlieue processes the monitoring suite
+# starts (test/harness builds them for the detector too, and a race one reports fails
+# its test). The fault suite's own binary holds a vCenter simulator whose concurrent VM
+# deletions race inside govmomi (v0.56.0: Datastore.resolve reads a datastore that
+# UnregisterVM changes under its lock), so it runs uninstrumented, its banlieue
+# processes built for the detector (BANLIEUE_RACE_PROCESSES=1). About fifteen minutes
+# on 2 cores, more the first time, when the packages are built for the detector.
+RACE_PACKAGES ?= $(shell go list ./... | grep -v '/test/faults$$')
 
 .PHONY: test
-test: deps verify vet lint ## Run the whole test suite with a real API server, then RACE_PACKAGES under the race detector.
+test: deps verify vet lint ## Run the whole test suite with a real API server, then again under the race detector.
 	@assets=$$($(ENVTEST_ASSETS_CMD)); capi=$$($(CAPI_ASSETS_CMD)); guest=$$($(GUEST_IMAGE_CMD)); helm=$$(bash hack/tool.sh helm); \
 	vars="KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi BANLIEUE_GUEST_IMAGE=$$guest HELM=$$helm"; \
 	echo "$$vars go test ./... -race=false -count=1 -timeout 30m"; \
 	env $$vars go test ./... -race=false -count=1 -timeout 30m && \
-	echo "$$vars go test $(RACE_PACKAGES) -race -count=1 -timeout 40m" && \
-	env $$vars go test $(RACE_PACKAGES) -race -count=1 -timeout 40m
+	echo "$$vars go test <RACE_PACKAGES> -race -count=1 -timeout 40m" && \
+	env $$vars go test $(RACE_PACKAGES) -race -count=1 -timeout 40m && \
+	echo "$$vars BANLIEUE_RACE_PROCESSES=1 go test ./test/faults/ -race=false -count=1 -timeout 30m" && \
+	env $$vars BANLIEUE_RACE_PROCESSES=1 go test ./test/faults/ -race=false -count=1 -timeout 30m
 
 .PHONY: test-capi
 test-capi: ## Run only the Cluster API conformance test (test/capi), verbosely.

@@ -31,13 +31,19 @@ import (
 	"github.com/banlieue/banlieue/test/testenv"
 )
 
+// RaceProcessesEnv names the environment variable that, set to 1, makes Build build
+// for the race detector in a test that does not run under it: for a suite whose own
+// binary cannot (make test's fault suite, whose vCenter simulator races in govmomi).
+const RaceProcessesEnv = "BANLIEUE_RACE_PROCESSES"
+
 // Build compiles cmd/banlieue into dir and returns the binary's path. A test that runs
-// under the race detector gets a binary built for it too, so that the processes it
-// runs are checked as the code in the test binary is (see StartForTest).
+// under the race detector gets a binary built for it too (or with RaceProcessesEnv), so
+// that the processes it runs are checked as the code in the test binary is (see
+// StartForTest).
 func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "banlieue")
 	args := []string{"build", "-o", bin}
-	if raceEnabled {
+	if raceEnabled || os.Getenv(RaceProcessesEnv) == "1" {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command("go", append(args, "./cmd/banlieue")...) //nolint:gosec // builds this repository's own command

@@ -96,9 +96,12 @@ deps: ## Install the Debian packages the tests need (as root, when missing).
 # its test). The fault suite's own binary holds a vCenter simulator whose concurrent VM
 # deletions race inside govmomi (v0.56.0: Datastore.resolve reads a datastore that
 # UnregisterVM changes under its lock), so it runs uninstrumented, its banlieue
-# processes built for the detector (BANLIEUE_RACE_PROCESSES=1). About fifteen minutes
-# on 2 cores, more the first time, when the packages are built for the detector.
+# processes built for the detector (BANLIEUE_RACE_PROCESSES=1). The real guest's test
+# (TCG) is left to the first run: beside the instrumented packages the guest once took
+# past its five-minute timeouts to boot again. About fifteen minutes on 2 cores, more
+# the first time, when the packages are built for the detector.
 RACE_PACKAGES ?= $(shell go list ./... | grep -v '/test/faults$$')
+RACE_SKIP ?= ^TestARealGuestSeesWhatBanlieuePromised$$
 
 .PHONY: test
 test: deps verify vet lint ## Run the whole test suite with a real API server, then again under the race detector.
@@ -106,8 +109,8 @@ test: deps verify vet lint ## Run the whole test suite with a real API server, t
 	vars="KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi BANLIEUE_GUEST_IMAGE=$$guest HELM=$$helm"; \
 	echo "$$vars go test ./... -race=false -count=1 -timeout 30m"; \
 	env $$vars go test ./... -race=false -count=1 -timeout 30m && \
-	echo "$$vars go test <RACE_PACKAGES> -race -count=1 -timeout 40m" && \
-	env $$vars go test $(RACE_PACKAGES) -race -count=1 -timeout 40m && \
+	echo "$$vars go test <RACE_PACKAGES> -race -skip '$(RACE_SKIP)' -count=1 -timeout 40m" && \
+	env $$vars go test $(RACE_PACKAGES) -race -skip '$(RACE_SKIP)' -count=1 -timeout 40m && \
 	echo "$$vars BANLIEUE_RACE_PROCESSES=1 go test ./test/faults/ -race=false -count=1 -timeout 30m" && \
 	env $$vars BANLIEUE_RACE_PROCESSES=1 go test ./test/faults/ -race=false -count=1 -timeout 30m
 

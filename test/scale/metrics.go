@@ -10,6 +10,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/procfs"
 	"k8s.io/client-go/kubernetes"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -68,6 +69,10 @@ type snapshot struct {
 	// and etcd (each one's own process_cpu_seconds_total), and the harness itself (the
 	// simulators and the VM watch).
 	cpu map[string]time.Duration
+	// steal is the time the hypervisor ran something else while the machine's cores had
+	// work (/proc/stat's steal, all cores added up), zero where the kernel does not
+	// count it.
+	steal time.Duration
 }
 
 // Names of the processes that are not banlieue's, in snapshot.cpu.
@@ -79,7 +84,7 @@ const (
 // snapshot scrapes every process, this one and the API server.
 func (b *bench) snapshot(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{at: time.Now(), requests: map[string]counts{}, calls: map[string]counts{}, usage: map[string]harness.Usage{},
-		cpu: map[string]time.Duration{harnessName: selfUsage().CPU}}
+		cpu: map[string]time.Duration{harnessName: selfUsage().CPU}, steal: machineSteal()}
 	for _, p := range b.processes() {
 		families, err := p.Metrics(ctx)
 		if err != nil {
@@ -161,6 +166,20 @@ func sumBy(f *dto.MetricFamily, name string) counts {
 
 // selfUsage is this process's own CPU time (user and system) and peak resident set:
 // the harness's, which holds the simulators and the VM watch.
+// machineSteal is the machine's steal time so far, or zero when /proc/stat cannot be
+// read: the report then says no time was taken rather than failing the run.
+func machineSteal() time.Duration {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return 0
+	}
+	return time.Duration(st.CPUTotal.Steal * float64(time.Second))
+}
+
 func selfUsage() harness.Usage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

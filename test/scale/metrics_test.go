@@ -50,3 +50,31 @@ func TestSelfCPUGrowsWithWork(t *testing.T) {
 		_ = strings.Repeat("x", n%64)
 	}
 }
+
+// TestTheCPUSectionBoundsTheRatioByWhatTheControllersCannotChange: kube-apiserver's,
+// etcd's and the harness's CPU over the cores is the least time the run could have
+// taken, and the section says it as a ratio to the direct path, with the hypervisor's
+// steal in the same window.
+func TestTheCPUSectionBoundsTheRatioByWhatTheControllersCannotChange(t *testing.T) {
+	start := time.Now()
+	b := &bench{
+		machine: machine{cores: 2},
+		before: &snapshot{at: start, steal: time.Second,
+			cpu: map[string]time.Duration{apiserverName: 10 * time.Second, etcdName: time.Second, harnessName: 2 * time.Second}},
+		ready: &snapshot{at: start.Add(50 * time.Second), steal: 4 * time.Second,
+			cpu: map[string]time.Duration{apiserverName: 60 * time.Second, etcdName: 5 * time.Second, harnessName: 18 * time.Second}},
+		direct: 25 * time.Second,
+	}
+	var w strings.Builder
+	b.reportCPU(&w)
+	for _, want := range []string{
+		"| all | 70.0 | 70% |",
+		"something else for 3.0 CPU s",
+		// (50 + 4 + 16) CPU s over 2 cores is 35 s: 1.40 times the direct path's 25 s.
+		"alone used 70.0 CPU s: 35.0 s of the cores at full use, 1.40× the direct path",
+	} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("the CPU section lacks %q:\n%s", want, w.String())
+		}
+	}
+}

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 
 	"github.com/banlieue/banlieue/test/testenv"
 )
@@ -252,40 +252,22 @@ func (p *Process) Usage() (Usage, error) {
 	return u, nil
 }
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every Linux ABI Go
-// supports.
-const clockTicks = 100
-
-// procUsage reads a live process's CPU time from /proc/PID/stat and its peak resident
-// set (VmHWM) from /proc/PID/status.
+// procUsage reads a live process's CPU time (/proc/PID/stat) and its peak resident set
+// (VmHWM, /proc/PID/status).
 func procUsage(pid int) (time.Duration, uint64, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	proc, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	// The command name (field 2) may hold spaces; the fields after its ')' are fixed.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	if len(fields) < 13 {
-		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
-	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, 0, err
-	}
-	cpu := time.Duration(utime+stime) * time.Second / clockTicks
-
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	stat, err := proc.Stat()
 	if err != nil {
 		return 0, 0, err
 	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return cpu, kb * 1024, err
-		}
+	status, err := proc.NewStatus()
+	if err != nil {
+		return 0, 0, err
 	}
-	return cpu, 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return time.Duration(stat.CPUTime() * float64(time.Second)), status.VmHWM, nil
 }
 
 // Metrics scrapes the process's Prometheus endpoint.

@@ -93,15 +93,21 @@ deps: ## Install the Debian packages the tests need (as root, when missing).
 # slower and timed differently, finds data races in the controllers, drivers and
 # simulators the test binaries run, and in the banlieue processes the monitoring suite
 # starts (test/harness builds them for the detector too, and a race one reports fails
-# its test). The fault suite's own binary holds a vCenter simulator whose concurrent VM
-# deletions race inside govmomi (v0.56.0: Datastore.resolve reads a datastore that
-# UnregisterVM changes under its lock), so it runs uninstrumented, its banlieue
-# processes built for the detector (BANLIEUE_RACE_PROCESSES=1). The real guest's test
-# (TCG) is left to the first run: beside the instrumented packages the guest once took
-# past its five-minute timeouts to boot again. About fifteen minutes on 2 cores, more
-# the first time, when the packages are built for the detector.
+# its test). govmomi's vCenter simulator, which most test binaries hold, races against
+# itself (v0.56.0: Datastore.resolve reads a datastore UnregisterVM changes under its
+# lock; a VM that CreateVM's task fills in while the property collector reads it), so
+# hack/racetest runs this step: a test that failed only on races wholly inside
+# RACE_EXCUSE runs again, up to twice, and passes if a run does; a race with a frame
+# of banlieue's code is never excused. The fault suite deletes thirty VMs at once, which
+# makes the first of those races nearly every run, so its own binary runs
+# uninstrumented, its banlieue processes built for the detector
+# (BANLIEUE_RACE_PROCESSES=1). The real guest's test (TCG) is left to the first run:
+# beside the instrumented packages the guest once took past its five-minute timeouts to
+# boot again. About fifteen minutes on 2 cores, more the first time, when the packages
+# are built for the detector.
 RACE_PACKAGES ?= $(shell go list ./... | grep -v '/test/faults$$')
 RACE_SKIP ?= ^TestARealGuestSeesWhatBanlieuePromised$$
+RACE_EXCUSE ?= github.com/vmware/govmomi/simulator
 
 .PHONY: test
 test: deps verify vet lint ## Run the whole test suite with a real API server, then again under the race detector.
@@ -109,8 +115,8 @@ test: deps verify vet lint ## Run the whole test suite with a real API server, t
 	vars="KUBEBUILDER_ASSETS=$$assets BANLIEUE_CAPI_ASSETS=$$capi BANLIEUE_GUEST_IMAGE=$$guest HELM=$$helm"; \
 	echo "$$vars go test ./... -race=false -count=1 -timeout 30m"; \
 	env $$vars go test ./... -race=false -count=1 -timeout 30m && \
-	echo "$$vars go test <RACE_PACKAGES> -race -skip '$(RACE_SKIP)' -count=1 -timeout 40m" && \
-	env $$vars go test $(RACE_PACKAGES) -race -skip '$(RACE_SKIP)' -count=1 -timeout 40m && \
+	echo "$$vars go run ./hack/racetest -excuse $(RACE_EXCUSE) -- '-skip=$(RACE_SKIP)' -count=1 -timeout=40m <RACE_PACKAGES>" && \
+	env $$vars go run ./hack/racetest -excuse $(RACE_EXCUSE) -- '-skip=$(RACE_SKIP)' -count=1 -timeout=40m $(RACE_PACKAGES) && \
 	echo "$$vars BANLIEUE_RACE_PROCESSES=1 go test ./test/faults/ -race=false -count=1 -timeout 30m" && \
 	env $$vars BANLIEUE_RACE_PROCESSES=1 go test ./test/faults/ -race=false -count=1 -timeout 30m
 

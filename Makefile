@@ -101,10 +101,10 @@ deps: ## Install the Debian packages the tests need (as root, when missing).
 # of banlieue's code is never excused. The fault suite deletes thirty VMs at once and
 # met the first of those races in its one run under the detector, where a run again
 # would likely meet it too, so its own binary runs uninstrumented, its banlieue
-# processes built for the detector (BANLIEUE_RACE_PROCESSES=1). The real guest's test (TCG) is left to the first run:
-# beside the instrumented packages the guest once took past its five-minute timeouts to
-# boot again. About fifteen minutes on 2 cores, more the first time, when the packages
-# are built for the detector.
+# processes built for the detector (BANLIEUE_RACE_PROCESSES=1). The real guest's test
+# (TCG) is left to the first run: beside the instrumented packages the guest once took
+# past its five-minute timeouts to boot again. About fifteen minutes on 2 cores, more
+# the first time, when the packages are built for the detector.
 RACE_PACKAGES ?= $(shell go list ./... | grep -v '/test/faults$$')
 RACE_SKIP ?= ^TestARealGuestSeesWhatBanlieuePromised$$
 RACE_EXCUSE ?= github.com/vmware/govmomi/simulator

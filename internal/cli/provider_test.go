@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
+	"github.com/banlieue/banlieue/providers/vsphere"
 )
 
 // TestProviderFlagsScopeTheProvider: --namespace, --watch-filter and --provider-selector
@@ -44,6 +45,35 @@ func TestProviderFlagsScopeTheProvider(t *testing.T) {
 		}
 		if errs := validation.IsDNS1123Subdomain(id); len(errs) != 0 {
 			t.Errorf("%v: leader ID %q is no Lease name: %v", tc.args, id, errs)
+		}
+	}
+}
+
+// TestEachProviderReconcilesItsOwnNumberOfMachinesAtOnceUnlessToldOtherwise: the
+// vSphere provider's default is its driver's Workers, the others the SDK's 10, and
+// --workers overrides either.
+func TestEachProviderReconcilesItsOwnNumberOfMachinesAtOnceUnlessToldOtherwise(t *testing.T) {
+	for _, tc := range []struct {
+		class   string
+		args    []string
+		workers int
+	}{
+		{"vsphere", nil, vsphere.Workers},
+		{"vsphere", []string{"--workers", "4"}, 4},
+		{"proxmox", nil, 10},
+		{"proxmox", []string{"--workers", "30"}, 30},
+		{"libvirt", nil, 10},
+	} {
+		cmd := newProviderCommand()
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		n, _ := cmd.Flags().GetInt("workers")
+		pf := providerFlags{workers: n}
+		cfg := pf.config(tc.class)
+		r := providersdk.NewReconciler(nil, cfg.MachineKind, cfg.Driver, cfg.MachineOptions...)
+		if got := r.Workers(); got != tc.workers {
+			t.Errorf("%s %v: %d workers, want %d", tc.class, tc.args, got, tc.workers)
 		}
 	}
 }

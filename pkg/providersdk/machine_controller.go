@@ -88,6 +88,9 @@ type Reconciler struct {
 // Finalizer returns the finalizer the Reconciler owns on its machines.
 func (r *Reconciler) Finalizer() string { return r.finalizer }
 
+// Workers returns how many machines the Reconciler reconciles at once (WithWorkers).
+func (r *Reconciler) Workers() int { return r.workers }
+
 // Reconcile brings one machine's backend VM in line with its spec: get, finalizer,
 // pause, the Provider, admission, then reconcileNormal or reconcileDelete against the
 // Provider's session, and one status patch at the end.

@@ -94,10 +94,10 @@ func TestAGuestThatGetsItsAddressLateIsWokenByTheProviderRefresh(t *testing.T) {
 	cfg := Config()
 	cfg.Driver = driver
 	cfg.InventoryInterval = 300 * time.Millisecond
-	cfg.MachineOptions = []providersdk.Option{
+	cfg.MachineOptions = append(cfg.MachineOptions,
 		providersdk.WithInFlightBackoff(100*time.Millisecond, time.Second),
 		providersdk.WithGuestWindow(10*time.Millisecond, 20*time.Millisecond, 2),
-	}
+	)
 	if err := providersdk.Setup(mgr, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestAMachineWithBootstrapDataIsProvisionedOnLibvirt(t *testing.T) {
 	f.g.Expect(d.CreateBlankImage(pool, image, 1)).To(Succeed())
 	c := libvirt.Config(libvirt.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
-	c.MachineOptions = testenv.FastMachineOptions()
+	c.MachineOptions = append(c.MachineOptions, testenv.FastMachineOptions()...)
 	f.startProvider(c)
 	p := builder.Provider(f.ns, "kvm", libvirt.ProviderClass,
 		builder.WithConnection(banlieuev1.Connection{Endpoint: d.QEMUURI()}),

@@ -32,7 +32,7 @@ func TestAMachineWithBootstrapDataIsProvisionedOnProxmox(t *testing.T) {
 	})
 	c := proxmox.Config(proxmox.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
-	c.MachineOptions = testenv.FastMachineOptions()
+	c.MachineOptions = append(c.MachineOptions, testenv.FastMachineOptions()...)
 	f.startProvider(c)
 	secret := pve.TokenCredentialsSecret(f.ns, "pve")
 	f.create(secret)

@@ -49,7 +49,7 @@ func newVSphereRig(t *testing.T) *vsphereRig {
 	c := vsphere.Config(vsphere.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval = 2 * time.Second
 	c.ImageResync = 2 * time.Second
-	c.MachineOptions = testenv.FastMachineOptions()
+	c.MachineOptions = append(c.MachineOptions, testenv.FastMachineOptions()...)
 	f.startProvider(c)
 	secret := vs.CredentialsSecret(f.ns, "vcenter")
 	f.create(secret)

@@ -65,7 +65,7 @@ func vsphereConfig(driver providersdk.Driver) providersdk.Config {
 	}
 	c.InventoryInterval = 2 * time.Second
 	c.ImageResync = 2 * time.Second
-	c.MachineOptions = testenv.FastMachineOptions()
+	c.MachineOptions = append(c.MachineOptions, testenv.FastMachineOptions()...)
 	return c
 }
 

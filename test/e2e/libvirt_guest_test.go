@@ -53,7 +53,7 @@ func TestARealGuestSeesWhatBanlieuePromised(t *testing.T) {
 	// timeout must never be what powers it off. It is longer than the restart below may
 	// take, so a restart held until the timeout fails.
 	c := libvirt.Config(libvirt.WithShutdownTimeout(guestBootTimeout + time.Minute))
-	c.InventoryInterval, c.ImageResync, c.MachineOptions = 2*time.Second, 2*time.Second, testenv.FastMachineOptions()
+	c.InventoryInterval, c.ImageResync, c.MachineOptions = 2*time.Second, 2*time.Second, append(c.MachineOptions, testenv.FastMachineOptions()...)
 	f.startProvider(c)
 	// CPUs and memory may grow while the guest runs, up to 3 CPUs and 2 GiB: the class
 	// below grows within them online and beyond them at the next restart.

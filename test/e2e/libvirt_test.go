@@ -42,7 +42,7 @@ func startLibvirtd(t *testing.T) *libvirtd.Daemon {
 func libvirtConfig() providersdk.Config {
 	c := libvirt.Config(libvirt.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
-	c.MachineOptions = testenv.FastMachineOptions()
+	c.MachineOptions = append(c.MachineOptions, testenv.FastMachineOptions()...)
 	return c
 }
 

@@ -46,7 +46,7 @@ func startPVE(t *testing.T, opts ...proxmoxtest.Option) *proxmoxtest.Simulator {
 func proxmoxConfig() providersdk.Config {
 	c := proxmox.Config(proxmox.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval, c.ImageResync = 2*time.Second, 2*time.Second
-	c.MachineOptions = testenv.FastMachineOptions()
+	c.MachineOptions = append(c.MachineOptions, testenv.FastMachineOptions()...)
 	return c
 }
 

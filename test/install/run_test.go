@@ -91,7 +91,7 @@ func testVSphereConfig() providersdk.Config {
 	c := vsphere.Config(vsphere.WithShutdownTimeout(2 * time.Second))
 	c.InventoryInterval = 2 * time.Second
 	c.ImageResync = 2 * time.Second
-	c.MachineOptions = testenv.FastMachineOptions()
+	c.MachineOptions = append(c.MachineOptions, testenv.FastMachineOptions()...)
 	return c
 }
 

@@ -73,11 +73,10 @@ func startControllers(t *testing.T) *controllers {
 			o.GuestAgentDelay = 200 * time.Millisecond
 		}),
 	}
-	machineOptions := testenv.FastMachineOptions()
 	vsCfg := vsphere.Config(vsphere.WithShutdownTimeout(2 * time.Second))
 	pveCfg := proxmox.Config(proxmox.WithSnippetWriter(c.pve), proxmox.WithShutdownTimeout(2*time.Second))
 	for _, p := range []*providersdk.Config{&vsCfg, &pveCfg} {
-		p.InventoryInterval, p.ImageResync, p.MachineOptions = 2*time.Second, 2*time.Second, machineOptions
+		p.InventoryInterval, p.ImageResync, p.MachineOptions = 2*time.Second, 2*time.Second, append(p.MachineOptions, testenv.FastMachineOptions()...)
 	}
 
 	c.start(t, "core", func(ctx context.Context, mgr ctrl.Manager) error {

@@ -50,7 +50,7 @@ func TestProviderFlagsScopeTheProvider(t *testing.T) {
 }
 
 // TestEachProviderReconcilesItsOwnNumberOfMachinesAtOnceUnlessToldOtherwise: the
-// vSphere provider's default is its driver's Workers, the others the SDK's 10, and
+// vSphere provider's default is its driver's Workers, the others the SDK's, and
 // --workers overrides either.
 func TestEachProviderReconcilesItsOwnNumberOfMachinesAtOnceUnlessToldOtherwise(t *testing.T) {
 	for _, tc := range []struct {
@@ -60,9 +60,9 @@ func TestEachProviderReconcilesItsOwnNumberOfMachinesAtOnceUnlessToldOtherwise(t
 	}{
 		{"vsphere", nil, vsphere.Workers},
 		{"vsphere", []string{"--workers", "4"}, 4},
-		{"proxmox", nil, 10},
+		{"proxmox", nil, providersdk.DefaultWorkers},
 		{"proxmox", []string{"--workers", "30"}, 30},
-		{"libvirt", nil, 10},
+		{"libvirt", nil, providersdk.DefaultWorkers},
 	} {
 		cmd := newProviderCommand()
 		if err := cmd.ParseFlags(tc.args); err != nil {

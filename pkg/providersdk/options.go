@@ -33,7 +33,7 @@ func NewReconciler(c client.Client, gvk schema.GroupVersionKind, driver Driver, 
 		class:       strings.ToLower(strings.TrimSuffix(gvk.Kind, "Machine")),
 		finalizer:   contract.Finalizer(gvk.GroupKind()),
 		callTimeout: DefaultCallTimeout,
-		workers:     10,
+		workers:     DefaultWorkers,
 		holds:       map[types.UID]hold{},
 		woke:        map[types.UID]time.Time{},
 	}
@@ -79,8 +79,11 @@ func WithSessions(s *Sessions) Option {
 // to, e.g. "vsphere" for status.vsphere. Without it Details are dropped.
 func WithStatusBlock(field string) Option { return func(r *Reconciler) { r.statusBlock = field } }
 
-// WithWorkers sets how many machines are reconciled at once; 10 by default. Backend
-// calls never block on a task, so workers spend their time in the backend's API.
+// DefaultWorkers is how many machines a Reconciler reconciles at once without WithWorkers.
+const DefaultWorkers = 10
+
+// WithWorkers sets how many machines are reconciled at once; DefaultWorkers by default.
+// Backend calls never block on a task, so workers spend their time in the backend's API.
 func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
 
 // WithCallTimeout bounds the backend calls of one reconcile; DefaultCallTimeout when unset.

@@ -127,8 +127,7 @@ func newProviderCommand() *cobra.Command {
 		providersdk.DefaultShardNamespace+" outside a pod, when empty")
 	cmd.Flags().DurationVar(&pf.orphanScanInterval, "orphan-scan-interval", 10*time.Minute, "How often, at most, each Provider's backend is scanned for orphaned VMs "+
 		"(status.orphans; spec.orphanPolicy Delete deletes those two scans in a row find)")
-	cmd.Flags().IntVar(&pf.workers, "workers", 0, fmt.Sprintf("How many machines to reconcile at once; the provider's default when 0 (vSphere %d, the others %d). A machine reconcile waits on the backend and the API server, ",
-		vsphere.Workers, providersdk.DefaultWorkers)+
+	cmd.Flags().IntVar(&pf.workers, "workers", 0, fmt.Sprintf("How many machines to reconcile at once; %d when 0. A machine reconcile waits on the backend and the API server, ", providersdk.DefaultWorkers)+
 		"so a backend that takes many calls at once (a vCenter, a Proxmox VE cluster) makes its VMs sooner with more")
 	cmd.Flags().StringVar(&pf.proxmoxSnippetsDir, "proxmox-snippets-dir", "", "proxmox: where the nodes' snippets storages are mounted (<dir>/<storage>/snippets), to pass user-data as cicustom snippets instead of uploaded seed ISOs")
 	return cmd

@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
-	"github.com/banlieue/banlieue/providers/vsphere"
 )
 
 // TestProviderFlagsScopeTheProvider: --namespace, --watch-filter and --provider-selector
@@ -49,19 +48,18 @@ func TestProviderFlagsScopeTheProvider(t *testing.T) {
 	}
 }
 
-// TestEachProviderReconcilesItsOwnNumberOfMachinesAtOnceUnlessToldOtherwise: the
-// vSphere provider's default is its driver's Workers, the others the SDK's, and
-// --workers overrides either.
-func TestEachProviderReconcilesItsOwnNumberOfMachinesAtOnceUnlessToldOtherwise(t *testing.T) {
+// TestWorkersFlagSetsHowManyMachinesAreReconciledAtOnce: every built-in provider
+// reconciles the SDK's DefaultWorkers machines at once, and --workers overrides it.
+func TestWorkersFlagSetsHowManyMachinesAreReconciledAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		class   string
 		args    []string
 		workers int
 	}{
-		{"vsphere", nil, vsphere.Workers},
-		{"vsphere", []string{"--workers", "4"}, 4},
+		{"vsphere", nil, providersdk.DefaultWorkers},
+		{"vsphere", []string{"--workers", "30"}, 30},
 		{"proxmox", nil, providersdk.DefaultWorkers},
-		{"proxmox", []string{"--workers", "30"}, 30},
+		{"proxmox", []string{"--workers", "4"}, 4},
 		{"libvirt", nil, providersdk.DefaultWorkers},
 	} {
 		cmd := newProviderCommand()

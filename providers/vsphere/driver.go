@@ -82,15 +82,7 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 // MachineKind is the infrastructure machine kind of this provider.
 var MachineKind = infrav1.GroupVersion.WithKind("VSphereMachine")
 
-// Workers is how many machines the vSphere provider reconciles at once unless told
-// otherwise. A clone is a vCenter task no worker waits on, so a worker's time is its
-// SOAP and API server round trips; with the SDK's 10, a thousand machines waited in the
-// queue while the cores had time to spare (docs/performance.md, 2026-12-07).
-const Workers = 30
-
 // Config describes the vSphere provider to providersdk.Setup, with a Driver made from opts.
-// A providersdk.WithWorkers appended to its MachineOptions overrides Workers.
 func Config(opts ...Option) providersdk.Config {
-	return providersdk.Config{Class: ProviderClass, MachineKind: MachineKind, Driver: NewDriver(opts...), StatusBlock: StatusBlock,
-		MachineOptions: []providersdk.Option{providersdk.WithWorkers(Workers)}}
+	return providersdk.Config{Class: ProviderClass, MachineKind: MachineKind, Driver: NewDriver(opts...), StatusBlock: StatusBlock}
 }

@@ -141,6 +141,11 @@ func TaskFailed(task Task, message string) error {
 	return &TaskFailedError{Task: task, Message: message}
 }
 
+// ErrSessionClosed is the error of a call on a session after its Disconnect (see
+// Client). The call reached no backend: the Reconciler looks again soon, with the
+// Provider's current session, and keeps the conditions it had.
+var ErrSessionClosed = errors.New("the backend session was closed")
+
 // DefaultCallTimeout bounds one reconcile's backend calls, so a backend that hangs
 // never holds a worker: it is reported as unreachable and retried with backoff.
 const DefaultCallTimeout = time.Minute
@@ -161,7 +166,8 @@ func withBackend(ctx context.Context, timeout time.Duration, f func(context.Cont
 // driver's error mapping leaves it as it is.
 func IsClassified(err error) bool {
 	var tf *TaskFailedError
-	return IsUnreachable(err) || IsUnauthorized(err) || IsPermanent(err) || IsInFlight(err) || errors.As(err, &tf)
+	return IsUnreachable(err) || IsUnauthorized(err) || IsPermanent(err) || IsInFlight(err) || errors.As(err, &tf) ||
+		errors.Is(err, ErrSessionClosed)
 }
 
 // redacted is err with its text redacted, for an error returned to controller-runtime,

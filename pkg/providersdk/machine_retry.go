@@ -17,6 +17,10 @@ import (
 	"github.com/banlieue/banlieue/pkg/redact"
 )
 
+// sessionClosedRetry is how soon a reconcile whose session was closed under it (see
+// ErrSessionClosed) runs again, with the session that replaced it.
+const sessionClosedRetry = time.Second
+
 // classify turns the reconcile's error into the Ready condition, the failure fields and
 // a requeue. The typed errors of errors.go decide: nothing here reads an error's text.
 func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *scope, err error) (ctrl.Result, error) {
@@ -55,6 +59,9 @@ func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *sc
 			}
 		}
 		return ctrl.Result{}, nil
+	case errors.Is(err, ErrSessionClosed):
+		// The Provider's session was replaced while this reconcile held the old one.
+		return ctrl.Result{RequeueAfter: sessionClosedRetry}, nil
 	case perm != nil:
 		r.inFlight.Forget(uid)
 		r.unreachable.Forget(uid)

@@ -146,6 +146,37 @@ func TestEachNewTaskIsPolledFromTheShortestInterval(t *testing.T) {
 	}
 }
 
+func TestAReconcileWhoseSessionWasClosedLooksAgainSoonAndKeepsItsConditions(t *testing.T) {
+	e := newEnv(t)
+	connects, closed := 0, false
+	d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) {
+		connects++
+		return providersdk.ClientFns{ObserveFn: func(context.Context, *providersdk.Machine) (providersdk.Observation, error) {
+			if closed {
+				return providersdk.Observation{}, fmt.Errorf("failed to read VM: %w", providersdk.ErrSessionClosed)
+			}
+			return providersdk.Observation{Exists: true, UpToDate: true, PowerState: banlieuev1.PowerStatePoweredOn}, nil
+		}}, nil
+	})
+	r := providersdk.NewReconciler(k8s, testMachineGVK, d, providersdk.WithFinalizer(provider.Finalizer))
+	m := e.machine("web")
+	e.mustReconcile(r, m)
+	before := readyOf(e.get(m))
+	// The Provider's session is replaced while a reconcile still holds the old one.
+	closed = true
+	if res := e.mustReconcile(r, m); res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Second {
+		t.Errorf("requeue after %v, want soon: the Provider's new session is ready", res.RequeueAfter)
+	}
+	if diff := cmp.Diff(before, readyOf(e.get(m))); diff != "" {
+		t.Errorf("Ready changed, though the backend did nothing wrong (-before +after):\n%s", diff)
+	}
+	closed = false
+	e.mustReconcile(r, m)
+	if connects != 1 {
+		t.Errorf("%d connects, want 1: a closed session is no reason to drop the Provider's current one", connects)
+	}
+}
+
 func TestAMachineWakesItsProviderOnlyWhileTheProviderSaysOtherwise(t *testing.T) {
 	unreachable := providersdk.Unreachable(errors.New("connection refused"))
 	unauthorized := providersdk.Unauthorized(errors.New("password rejected"))
@@ -161,6 +192,7 @@ func TestAMachineWakesItsProviderOnlyWhileTheProviderSaysOtherwise(t *testing.T)
 		{"rejected while the Provider says the credentials are valid: one wake for all machines", unauthorized, banlieuev1.ProviderCredentialsValidCondition, metav1.ConditionTrue, 1},
 		{"rejected once the Provider says so: none", unauthorized, banlieuev1.ProviderCredentialsValidCondition, metav1.ConditionFalse, 0},
 		{"unreachable while the Provider says only the credentials are valid: none", unreachable, banlieuev1.ProviderCredentialsValidCondition, metav1.ConditionTrue, 0},
+		{"the session closed under the reconcile: none, the backend did nothing wrong", fmt.Errorf("failed to read VM: %w", providersdk.ErrSessionClosed), banlieuev1.ProviderCredentialsValidCondition, metav1.ConditionTrue, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -263,6 +263,10 @@ func (r *ProviderReconciler) check(ctx context.Context, p *banlieuev1.Provider, 
 		perm    *PermanentError
 	)
 	switch {
+	case errors.Is(err, ErrSessionClosed):
+		// A machine's reconcile dropped the session this check was reading with; the next
+		// check connects afresh and reports what it finds.
+		return ctrl.Result{RequeueAfter: sessionClosedRetry}, nil
 	case errors.As(err, &unreach):
 		r.sessions.Forget(ctx, p.UID)
 		set(banlieuev1.ProviderBackendReachableCondition, false, banlieuev1.ProviderBackendUnreachableReason, unreach.Err.Error())

@@ -129,9 +129,11 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Close logs out; a session vCenter has already forgotten is closed too.
+// Close logs out; a session vCenter has already forgotten is closed too. Every call
+// after it fails with providersdk.ErrSessionClosed without reaching vCenter.
 func (c *Client) Close(ctx context.Context) error {
 	defer c.soap.CloseIdleConnections()
+	c.auth.close()
 	if _, err := methods.Logout(ctx, c.vim, &types.Logout{This: c.auth.sessionManager}); err != nil {
 		if fault.Is(err, &types.NotAuthenticated{}) {
 			return nil
@@ -146,7 +148,9 @@ func (c *Client) RootFolder() Ref { return refOf(c.vim.ServiceContent.RootFolder
 
 // authenticator is the session's soap.RoundTripper: it logs in again, once, when vCenter
 // says the session is not authenticated (vCenter restarted, or the session expired), and
-// retries the call.
+// retries the call. Once the Client is closed it sends nothing more, Logout aside: a
+// login then would open a session with the credentials the Provider replaced, which
+// the keepalive would hold open on vCenter for as long as the process runs.
 type authenticator struct {
 	next           *keepalive.HandlerSOAP
 	sessionManager types.ManagedObjectReference
@@ -156,6 +160,25 @@ type authenticator struct {
 	mu sync.Mutex
 	// generation counts logins, so concurrent calls that fail together log in once.
 	generation int
+	// closed is set by Client.Close.
+	closed bool
+}
+
+// close makes every later call fail with providersdk.ErrSessionClosed.
+func (a *authenticator) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+}
+
+// current returns the login generation, or providersdk.ErrSessionClosed once closed.
+func (a *authenticator) current() (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return 0, providersdk.ErrSessionClosed
+	}
+	return a.generation, nil
 }
 
 // login logs in and starts the keepalive.
@@ -188,22 +211,17 @@ func (a *authenticator) RoundTrip(ctx context.Context, req, res soap.HasFault) e
 	case *methods.LoginBody, *methods.LogoutBody:
 		return a.counted(ctx, req, res)
 	}
-	a.mu.Lock()
-	gen := a.generation
-	a.mu.Unlock()
-
-	err := a.counted(ctx, req, res)
+	gen, err := a.current()
+	if err != nil {
+		return err
+	}
+	err = a.counted(ctx, req, res)
 	if !notAuthenticated(err, res) {
 		return err
 	}
-	a.mu.Lock()
-	if a.generation == gen {
-		if lerr := a.loginLocked(ctx); lerr != nil {
-			a.mu.Unlock()
-			return lerr
-		}
+	if err := a.relogin(ctx, gen); err != nil {
+		return err
 	}
-	a.mu.Unlock()
 	// The decoder fills the response in place; start the retry from a clean one.
 	v := reflect.ValueOf(res).Elem()
 	v.Set(reflect.Zero(v.Type()))
@@ -212,6 +230,20 @@ func (a *authenticator) RoundTrip(ctx context.Context, req, res soap.HasFault) e
 		return soap.WrapVimFault(&types.NotAuthenticated{})
 	}
 	return err
+}
+
+// relogin logs in again unless a call that failed with the same login (gen) already
+// did, or the Client was closed meanwhile.
+func (a *authenticator) relogin(ctx context.Context, gen int) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.closed:
+		return providersdk.ErrSessionClosed
+	case a.generation != gen:
+		return nil
+	}
+	return a.loginLocked(ctx)
 }
 
 // notAuthenticated reports whether a call failed because the session is gone: a

@@ -59,6 +59,33 @@ func TestRejectedReloginIsUnauthorized(t *testing.T) {
 	}
 }
 
+func TestAClosedSessionNeverLogsInAgain(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	c := connect(t, sim)
+	open, err := sim.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reconcile still holding the session when it is closed, with a call in flight.
+	gen, err := c.auth.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := c.Discover(ctx); !errors.Is(err, providersdk.ErrSessionClosed) {
+		t.Errorf("Discover after Close: %v, want ErrSessionClosed", err)
+	}
+	if err := c.auth.relogin(ctx, gen); !errors.Is(err, providersdk.ErrSessionClosed) {
+		t.Errorf("a call in flight at Close, answered NotAuthenticated, logged in again: %v", err)
+	}
+	if left, err := sim.Sessions(ctx); err != nil || left != open-1 {
+		t.Errorf("vCenter holds %d sessions (%v) after the client's was closed, want %d", left, err, open-1)
+	}
+}
+
 func TestMissingObjectsAreNotFound(t *testing.T) {
 	sim := vspheretest.Start(t)
 	ctx := context.Background()

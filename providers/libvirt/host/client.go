@@ -50,6 +50,8 @@ type Client struct {
 	// client closes them itself.
 	raw   map[*libvirt.Libvirt]*rawConn
 	rawMu sync.Mutex
+	// closed is set by Close, under rawMu: a closed client dials no more.
+	closed bool
 }
 
 // Connect parses cfg, prepares its credentials and opens the connection. It fails with
@@ -79,8 +81,13 @@ func (c *Client) URI() string { return c.ep.safe }
 // RemoteHost is the remote host's name of an ssh or tls endpoint; "" for a local socket.
 func (c *Client) RemoteHost() string { return c.ep.host }
 
-// dial opens a new connection to the daemon's driver; close closes it.
+// dial opens a new connection to the daemon's driver; close closes it. Once the client
+// is closed it fails with providersdk.ErrSessionClosed: a connection dialled then would
+// be made with the credentials the Provider replaced, and nothing would close it.
 func (c *Client) dial() (*libvirt.Libvirt, error) {
+	if c.isClosed() {
+		return nil, providersdk.ErrSessionClosed
+	}
 	rc := &rawConn{dialer: c.dialer}
 	l := libvirt.NewWithDialer(rc)
 	if err := l.ConnectToURI(libvirt.ConnectURI(c.ep.driverURI)); err != nil {
@@ -88,9 +95,24 @@ func (c *Client) dial() (*libvirt.Libvirt, error) {
 		return nil, c.fail("connect to libvirt at "+c.ep.safe, err)
 	}
 	c.rawMu.Lock()
-	c.raw[l] = rc
+	closed := c.closed
+	if !closed {
+		c.raw[l] = rc
+	}
 	c.rawMu.Unlock()
+	if closed { // Close ran while this dialled
+		_ = l.Disconnect()
+		rc.close()
+		return nil, providersdk.ErrSessionClosed
+	}
 	return l, nil
+}
+
+// isClosed reports whether Close was called.
+func (c *Client) isClosed() bool {
+	c.rawMu.Lock()
+	defer c.rawMu.Unlock()
+	return c.closed
 }
 
 // close ends a connection dial made: politely, then by closing its network connection.
@@ -195,6 +217,10 @@ func call[T any](ctx context.Context, c *Client, operation, what string, f func(
 	select {
 	case r := <-done:
 		providersdk.CountBackendCall(c.class, operation, r.err)
+		if r.err != nil && c.isClosed() {
+			// Close ended the call's connection: libvirtd is not the cause.
+			return r.value, fmt.Errorf("failed to %s: %w", what, providersdk.ErrSessionClosed)
+		}
 		err := c.fail(what, r.err)
 		if providersdk.IsUnreachable(err) {
 			c.drop(l)
@@ -216,6 +242,7 @@ func (c *Client) Close() {
 	c.conn = nil
 	c.mu.Unlock()
 	c.rawMu.Lock()
+	c.closed = true
 	conns := make([]*libvirt.Libvirt, 0, len(c.raw))
 	for l := range c.raw {
 		conns = append(conns, l)

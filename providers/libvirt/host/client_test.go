@@ -7,6 +7,7 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
+	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/sim/libvirtd"
 )
 
@@ -34,5 +35,30 @@ func TestACallGivenUpOnHandsBackNothingOfItsLateResult(t *testing.T) {
 	<-finished
 	if v != nil || !errors.Is(err, context.Canceled) {
 		t.Errorf("call = %+v, %v; want nothing and the context's cancellation", v, err)
+	}
+}
+
+// A client closed while a call is under way (the Provider's session was replaced under
+// a reconcile) says so, not that libvirtd is unreachable, and dials no more: a
+// connection dialled then would use the credentials the Provider replaced and be left
+// open.
+func TestAClosedClientSaysSoAndDialsNoMore(t *testing.T) {
+	d := libvirtd.StartT(t, libvirtd.Options{})
+	c, err := Connect(t.Context(), Config{Endpoint: d.TestURI()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(t.Context(), c, "ConnectGetHostname", "read the host's name", func(l *libvirt.Libvirt) (string, error) {
+		c.Close()
+		return l.ConnectGetHostname()
+	})
+	if !errors.Is(err, providersdk.ErrSessionClosed) || providersdk.IsUnreachable(err) {
+		t.Errorf("a call cut short by Close: %v, want ErrSessionClosed and not Unreachable", err)
+	}
+	if _, err := c.client(); !errors.Is(err, providersdk.ErrSessionClosed) {
+		t.Errorf("a call after Close: %v, want ErrSessionClosed", err)
+	}
+	if n := len(c.raw); n != 0 {
+		t.Errorf("the closed client holds %d connections, want 0", n)
 	}
 }

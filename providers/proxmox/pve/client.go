@@ -60,7 +60,9 @@ type Connection struct {
 type Client struct {
 	api  *proxmox.Client
 	http *http.Client
-	url  *url.URL
+	// transport is http's, which Close closes.
+	transport *countingTransport
+	url       *url.URL
 	// secretRef is the credentials Secret's "<namespace>/<name>", for messages.
 	secretRef string
 	// endpoint names the cluster in the messages of network problems.
@@ -97,10 +99,12 @@ func New(conn Connection) (*Client, error) {
 	if conn.WrapTransport != nil {
 		next = conn.WrapTransport(tr)
 	}
-	hc := &http.Client{Transport: &countingTransport{next: next, base: u.Path, class: conn.Class}}
+	ct := &countingTransport{next: next, base: u.Path, class: conn.Class}
+	hc := &http.Client{Transport: ct}
 	return &Client{
 		api:       proxmox.NewClient(u.String(), proxmox.WithHTTPClient(hc), auth),
 		http:      hc,
+		transport: ct,
 		url:       u,
 		secretRef: conn.SecretRef,
 		resources: newCoalesced[Resource](),
@@ -115,9 +119,13 @@ func (c *Client) Host() string { return c.url.Host }
 // URL is the API's URL, for logs.
 func (c *Client) URL() string { return c.url.String() }
 
-// Close closes the client's idle connections. API tokens have no session to end, and
-// a ticket simply expires.
-func (c *Client) Close() { c.http.CloseIdleConnections() }
+// Close closes the client's idle connections; every call after it fails with
+// providersdk.ErrSessionClosed without reaching PVE. API tokens have no session to end,
+// and a ticket simply expires.
+func (c *Client) Close() {
+	c.transport.closed.Store(true)
+	c.http.CloseIdleConnections()
+}
 
 // ClusterStatus is what PVE says of the cluster it belongs to.
 type ClusterStatus struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
@@ -16,10 +17,16 @@ type countingTransport struct {
 	base string
 	// class is the provider class the calls are counted under.
 	class string
+	// closed is set by Client.Close: a closed client sends nothing more, not even the
+	// login go-proxmox makes again when a ticket expires.
+	closed atomic.Bool
 }
 
 // RoundTrip sends the request and counts it; an HTTP error status counts as an error.
 func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.closed.Load() {
+		return nil, providersdk.ErrSessionClosed
+	}
 	res, err := t.next.RoundTrip(r)
 	counted := err
 	if err == nil && res.StatusCode >= 400 {

@@ -33,7 +33,12 @@ type Client interface {
 	// succeeds when the VM is already gone.
 	Delete(ctx context.Context, m *Machine, obs Observation) (DeleteResult, error)
 
-	// Disconnect closes the session.
+	// Disconnect closes the session. A reconcile may still hold it and call it after:
+	// from then on every call fails with ErrSessionClosed and reaches no backend. A
+	// session never logs in or dials again once closed: it was closed because its
+	// Provider's spec or credentials changed, or the backend lost or refused it, and a
+	// session reopened with what it was made with would act with credentials its
+	// Provider has replaced, and be left open, as nothing would close it again.
 	Disconnect(ctx context.Context) error
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -127,6 +128,8 @@ func (d *memDriver) Connect(_ context.Context, info providersdk.ProviderInfo) (p
 // optional interfaces the SDK finds by type assertion.
 type memSession struct {
 	b *memcloud
+	// closed is set by Disconnect: a closed session reaches memcloud no more.
+	closed atomic.Bool
 	// storage and network are the Provider's classes with their targets (racks' disks
 	// and VLANs); memcloud offers every one of them in its one rack.
 	storage, network []providersdk.ClassTarget
@@ -150,7 +153,9 @@ func (c *memSession) find(m *providersdk.Machine) *memVM {
 // Observe finds the VM by the machine's UID and reports it; it changes nothing. The VM
 // it found travels in Observation.State to the Create, Update or Delete that follows.
 func (c *memSession) Observe(_ context.Context, m *providersdk.Machine) (providersdk.Observation, error) {
-	c.b.mu.Lock()
+	if err := c.open(); err != nil {
+		return providersdk.Observation{}, err
+	}
 	defer c.b.mu.Unlock()
 	if m.Task.InFlight() {
 		left, ok := c.b.tasks[m.Task.Ref]
@@ -205,7 +210,9 @@ func (c *memSession) Create(_ context.Context, m *providersdk.Machine, obs provi
 	if err := m.Options("memcloud", &opts); err != nil {
 		return providersdk.CreateResult{}, err // a PermanentError: InvalidOptions
 	}
-	c.b.mu.Lock()
+	if err := c.open(); err != nil {
+		return providersdk.CreateResult{}, err
+	}
 	defer c.b.mu.Unlock()
 	if _, ok := c.b.templates[m.Spec.Image.Ref]; !ok {
 		return providersdk.CreateResult{}, providersdk.Permanent(infrav1.MachineTemplateNotFoundReason,
@@ -236,7 +243,9 @@ func (c *memSession) Update(_ context.Context, m *providersdk.Machine, obs provi
 	if vm == nil {
 		return providersdk.UpdateResult{}, nil
 	}
-	c.b.mu.Lock()
+	if err := c.open(); err != nil {
+		return providersdk.UpdateResult{}, err
+	}
 	defer c.b.mu.Unlock()
 	// An increase at once; a decrease once the VM is off.
 	if want := m.Spec.Hardware.CPUs; want > vm.cpus || !vm.on {
@@ -256,7 +265,9 @@ func (c *memSession) Update(_ context.Context, m *providersdk.Machine, obs provi
 // Delete removes the VM Observe found; it succeeds when the VM is already gone.
 func (c *memSession) Delete(_ context.Context, _ *providersdk.Machine, obs providersdk.Observation) (providersdk.DeleteResult, error) {
 	if vm, _ := obs.State.(*memVM); vm != nil {
-		c.b.mu.Lock()
+		if err := c.open(); err != nil {
+			return providersdk.DeleteResult{}, err
+		}
 		defer c.b.mu.Unlock()
 		delete(c.b.vms, vm.id)
 	}
@@ -282,7 +293,9 @@ func (c *memSession) ResolveImage(_ context.Context, img *providersdk.Image) (pr
 		return providersdk.ImageResult{Reason: banlieuev1.ImageUnsupportedSourceReason,
 			Message: fmt.Sprintf("memcloud has no %s images", img.Source.Kind)}, nil
 	}
-	c.b.mu.Lock()
+	if err := c.open(); err != nil {
+		return providersdk.ImageResult{}, err
+	}
 	defer c.b.mu.Unlock()
 	id, ok := c.b.templates[img.Source.Ref]
 	if !ok {
@@ -292,8 +305,21 @@ func (c *memSession) ResolveImage(_ context.Context, img *providersdk.Image) (pr
 	return providersdk.ImageResult{Ready: true, ResolvedRef: id}, nil
 }
 
-// Disconnect has no session to close.
-func (c *memSession) Disconnect(context.Context) error { return nil }
+// open locks memcloud for one call, or fails once the session is closed: a session
+// never reaches its backend after Disconnect (see providersdk.Client).
+func (c *memSession) open() error {
+	if c.closed.Load() {
+		return providersdk.ErrSessionClosed
+	}
+	c.b.mu.Lock()
+	return nil
+}
+
+// Disconnect closes the session; memcloud holds none to end.
+func (c *memSession) Disconnect(context.Context) error {
+	c.closed.Store(true)
+	return nil
+}
 
 // --- Wiring ----------------------------------------------------------------------
 

@@ -58,7 +58,8 @@ type Backend struct {
 // subtest: create is idempotent; a create after a crash mid-create adopts what the
 // first one made; delete of a missing VM succeeds and leaves nothing; observe never
 // changes the backend; a VM of another identity is never touched; the typed errors:
-// unreachable, unauthorized, permanent, in flight; the boot ID changes on a power
+// unreachable, unauthorized, permanent, in flight; a session makes no call once
+// closed, and says so with providersdk.ErrSessionClosed; the boot ID changes on a power
 // cycle only; a resize the VM cannot take while it runs waits for its power cycle,
 // which makes it across crashes; a disk added across a crash is added once; a marked
 // VM names its machine and cluster and goes as an orphan; and, for
@@ -76,6 +77,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("a VM of another identity is never touched", b.impostorIsLeftAlone)
 	t.Run("an unreachable backend is an Unreachable error", b.unreachableIsTyped)
 	t.Run("rejected credentials are an Unauthorized error", b.unauthorizedIsTyped)
+	t.Run("a closed session makes nothing and says it is closed", b.closedSessionMakesNothing)
 	t.Run("a missing image is a Permanent error", b.missingImageIsPermanent)
 	t.Run("a task in flight is reported, and the VM exists meanwhile", b.taskInFlightIsReported)
 	t.Run("release leaves the VM running and unmarked, also across a crash", b.releaseLeavesTheVM)
@@ -385,6 +387,30 @@ func (b *Backend) unauthorizedIsTyped(t *testing.T) {
 	}
 	if !providersdk.IsUnauthorized(err) {
 		t.Errorf("rejected credentials gave %v, want an Unauthorized error", err)
+	}
+}
+
+func (b *Backend) closedSessionMakesNothing(t *testing.T) {
+	cl, err := b.Driver.Connect(b.ctx(t), b.Provider)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	m := b.NewMachine(t)
+	// The session is closed with the machine's Observe done, as the Provider's session is
+	// replaced under a reconcile that holds it.
+	obs := b.observe(t, cl, m)
+	if err := cl.Disconnect(b.ctx(t)); err != nil {
+		t.Fatalf("Disconnect: %v", err)
+	}
+	if _, err := cl.Create(b.ctx(t), m, obs); !errors.Is(err, providersdk.ErrSessionClosed) {
+		t.Errorf("Create on a closed session: %v, want ErrSessionClosed", err)
+	}
+	if _, err := cl.Observe(b.ctx(t), m); !errors.Is(err, providersdk.ErrSessionClosed) {
+		t.Errorf("Observe on a closed session: %v, want ErrSessionClosed", err)
+	}
+	if n := b.Count(t, m); n != 0 {
+		t.Errorf("the backend holds %d VMs of a machine created on a closed session, want 0", n)
+		b.remove(t, b.connect(t), m)
 	}
 }
 

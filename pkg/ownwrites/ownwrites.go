@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -87,6 +88,25 @@ func (w *Versions) Get(ctx context.Context, cache, live client.Reader, key types
 	return true, live.Get(ctx, key, obj)
 }
 
+// Reader returns a client.Reader that reads as Get does, from cache and, when the
+// cache's copy is older than the controller's last write of it, from live; it lists
+// from cache.
+func (w *Versions) Reader(cache, live client.Reader) client.Reader {
+	return reader{Reader: cache, live: live, written: w}
+}
+
+type reader struct {
+	client.Reader
+	live    client.Reader
+	written *Versions
+}
+
+// Get reads obj as Versions.Get does; it takes no options.
+func (r reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	_, err := r.written.Get(ctx, r.Reader, r.live, key, obj)
+	return err
+}
+
 // NewClient returns c recording in w, after each successful write of an object that
 // mine accepts, the object's new resourceVersion. Recording at the client, not at each
 // write site, means a write added later cannot forget to.
@@ -108,6 +128,17 @@ func (c recordingClient) Patch(ctx context.Context, obj client.Object, patch cli
 // Update updates obj and records its resourceVersion when it is mine.
 func (c recordingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	return c.record(obj, c.Client.Update(ctx, obj, opts...))
+}
+
+// Apply applies obj and records its resourceVersion when it is mine. Only an apply
+// configuration that is an object itself (client.ApplyConfigurationFromUnstructured's,
+// which the API server's answer is read into) can be recorded.
+func (c recordingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	err := c.Client.Apply(ctx, obj, opts...)
+	if o, ok := obj.(client.Object); ok {
+		return c.record(o, err)
+	}
+	return err
 }
 
 // Status returns the status writer, recording as the client does.

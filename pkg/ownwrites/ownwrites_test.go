@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -60,5 +61,38 @@ func TestGetGoesLiveOnlyWhenTheCacheIsBehindTheOwnWrite(t *testing.T) {
 				t.Error("a forgotten object is still behind")
 			}
 		})
+	}
+}
+
+// appliedAt is a client whose Apply answers with the object at one resourceVersion, as
+// the API server's answer is read into an unstructured apply configuration.
+type appliedAt struct {
+	client.Client
+	rv string
+}
+
+func (c appliedAt) Apply(_ context.Context, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+	obj.(client.Object).SetResourceVersion(c.rv)
+	return nil
+}
+
+// A server-side apply is a write like any other: the object it leaves is read from live
+// while the cache is behind it, through the Reader as through Get.
+func TestAnApplyIsRecordedAndTheReaderReadsPastIt(t *testing.T) {
+	w := New()
+	c := NewClient(appliedAt{rv: "150"}, w, func(client.Object) bool { return true })
+	u := &unstructured.Unstructured{}
+	u.SetNamespace("team-a")
+	u.SetName("web-01")
+	if err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u)); err != nil {
+		t.Fatal(err)
+	}
+	r := w.Reader(copyAt("120"), copyAt("200"))
+	got := &unstructured.Unstructured{}
+	if err := r.Get(context.Background(), client.ObjectKeyFromObject(u), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.GetResourceVersion() != "200" {
+		t.Errorf("read at %s with the cache at 120 behind the apply at 150, want the live 200", got.GetResourceVersion())
 	}
 }

@@ -20,6 +20,9 @@ import (
 // k8s is a direct (uncached) client to the suite's API server, for the tests themselves.
 var k8s client.Client
 
+// core is the suite's Reconciler, which the manager runs.
+var core = &Reconciler{}
+
 // backend is the test provider's backend, which the suite's provider controller serves.
 var backend = provider.NewDriver()
 
@@ -53,7 +56,8 @@ func run(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := (&Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
+	core.Client = mgr.GetClient()
+	if err := core.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -152,6 +152,32 @@ func TestPowerStateChangeReachesTheMachine(t *testing.T) {
 	f.g.Expect(f.machine("box").Spec.PowerState).To(Equal(banlieuev1.PowerStatePoweredOff))
 }
 
+// Core records its own writes of a machine, so that it reads the machine past them
+// when its cache is behind: a watch slow to come back after an API server restart
+// leaves a VM that asks for the power state it had before finding its machine's old
+// spec as asked, and copying the old status, before its provider was even told.
+func TestCoreReadsAMachinePastItsOwnLastWrite(t *testing.T) {
+	f := newFixture(t)
+	class, image := f.class("c"), f.image("i")
+	f.provider("p1", nil)
+	vm := f.vm("box", class, image)
+	f.eventuallyVM("box", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseRunning))
+	})
+	f.update(vm, func() { vm.Spec.DesiredPowerState = banlieuev1.PowerStatePoweredOff })
+	f.eventuallyVM("box", func(g Gomega, vm *banlieuev1.VirtualMachine) {
+		g.Expect(vm.Status.ObservedPowerState).To(Equal(banlieuev1.PowerStatePoweredOff))
+	})
+	m := f.machine("box")
+	core.mu.Lock()
+	k := core.kinds[testv1.GroupVersion.WithKind(provider.MachineKind.Kind)]
+	core.mu.Unlock()
+	f.g.Expect(k).NotTo(BeNil())
+	key := client.ObjectKeyFromObject(m)
+	f.g.Expect(k.written.Behind(key, "1")).To(BeTrue(), "a copy from before core's write of the power state is not behind it")
+	f.g.Expect(k.written.Behind(key, m.ResourceVersion)).To(BeFalse(), "the machine as it is now is behind core's write")
+}
+
 func TestNoCandidateNamesEveryProviderAndWhy(t *testing.T) {
 	f := newFixture(t)
 	class := f.class("c", func(c *banlieuev1.VMClass) { c.Spec.Features = []string{"gpu"} })

@@ -13,6 +13,7 @@ import (
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/contract"
 	"github.com/banlieue/banlieue/pkg/intern"
+	"github.com/banlieue/banlieue/pkg/ownwrites"
 )
 
 // machineKind is how core reads and writes the infrastructure machines of one kind:
@@ -25,8 +26,17 @@ type machineKind struct {
 	// cache is the kind's cache, which machines are read from.
 	cache cache.Cache
 	// client writes to the API server, and reads from it for the few reads the cache
-	// may be behind on.
+	// may be behind on. Each write is recorded in written.
 	client client.Client
+	// reader reads a machine from cache, or from the API server when the cache's copy is
+	// older than core's own last write of it. A watch that is slow to come back (after
+	// an API server restart, its reconnects back off for seconds) leaves the cache with
+	// machines from before core's last writes: a VM asked for the power state it had
+	// then would find its machine's spec already as asked, skip the write and copy the
+	// old status, so report the state asked for before its provider was even told.
+	reader client.Reader
+	// written is core's last write of each machine of the kind.
+	written *ownwrites.Versions
 }
 
 // newMachine returns an empty Machine of the kind, to read one into.
@@ -95,7 +105,9 @@ func (r *Reconciler) newMachineKind(gvk schema.GroupVersionKind) (*machineKind, 
 	if err != nil {
 		return nil, fmt.Errorf("failed to make the client of %s: %w", gvk, err)
 	}
-	k := &machineKind{gvk: gvk, cache: c, client: cl}
+	written := ownwrites.New()
+	k := &machineKind{gvk: gvk, cache: c, written: written, reader: written.Reader(c, cl),
+		client: ownwrites.NewClient(cl, written, func(client.Object) bool { return true })}
 	err = r.controller.Watch(source.Kind[client.Object](c, k.newMachine(),
 		withMachineProgressPriority(handler.EnqueueRequestForOwner(r.scheme, r.mapper, &banlieuev1.VirtualMachine{}, handler.OnlyControllerOwner())),
 		machineChanged()))

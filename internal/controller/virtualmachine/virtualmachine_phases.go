@@ -369,25 +369,28 @@ func (r *Reconciler) machineGVK(vm *banlieuev1.VirtualMachine) (schema.GroupVers
 	return m.GroupVersionKind, nil
 }
 
-// getMachine reads the VM's infrastructure machine, of kind gvk, from the cache into
-// s.machine, or nil when it is gone.
+// getMachine reads the VM's infrastructure machine, of kind gvk, into s.machine, or
+// nil when it is gone: from the cache, unless the cache's copy is older than core's
+// own last write of it.
 func (r *Reconciler) getMachine(ctx context.Context, s *scope, gvk schema.GroupVersionKind) error {
 	k, err := r.machineKind(ctx, gvk)
 	if err != nil {
 		return err
 	}
 	s.machines = k
-	return readMachine(ctx, k.cache, s)
+	return readMachine(ctx, k.reader, s)
 }
 
 // readMachine reads the VM's infrastructure machine with reader into s.machine, or nil
 // when it does not exist.
 func readMachine(ctx context.Context, reader client.Reader, s *scope) error {
 	m := s.machines.newMachine()
-	err := reader.Get(ctx, client.ObjectKey{Namespace: s.vm.Namespace, Name: s.vm.Status.InfrastructureRef.Name}, m)
+	key := client.ObjectKey{Namespace: s.vm.Namespace, Name: s.vm.Status.InfrastructureRef.Name}
+	err := reader.Get(ctx, key, m)
 	switch {
 	case apierrors.IsNotFound(err):
 		s.machine = nil
+		s.machines.written.Forget(key)
 		return nil
 	case err != nil:
 		return fmt.Errorf("failed to get %s %s: %w", s.machines.gvk.Kind, s.vm.Status.InfrastructureRef.Name, err)
@@ -428,7 +431,7 @@ func (r *Reconciler) ensureMachine(ctx context.Context, s *scope, d *placement.D
 		return fmt.Errorf("failed to set the machine's owner: %w", err)
 	}
 	if s.machine == nil || !equality.Semantic.DeepDerivative(spec, s.machine.Spec) {
-		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := s.machines.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("failed to apply %s %s: %w", gvk.Kind, vm.Name, err)
 		}
 		if s.machine == nil {

@@ -186,6 +186,13 @@ func TestProviderStatusSaysWhatIsWrongWithTheBackend(t *testing.T) {
 		}),
 		credentials: true,
 		want:        map[string]string{"Ready": "False/InventoryFailed: property collector timed out"},
+	}, {
+		name: "a session a machine's reconcile closed under the check says nothing: the next check looks with a new one",
+		driver: backendWith(nil, func(context.Context) (providersdk.Inventory, error) {
+			return providersdk.Inventory{}, fmt.Errorf("failed to read the inventory: %w", providersdk.ErrSessionClosed)
+		}),
+		credentials: true,
+		want:        map[string]string{},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -146,6 +146,10 @@ func TaskFailed(task Task, message string) error {
 // Provider's current session, and keeps the conditions it had.
 var ErrSessionClosed = errors.New("the backend session was closed")
 
+// sessionClosedRetry is how soon a machine reconcile or a Provider check whose session
+// was closed under it runs again, with the session that replaced it.
+const sessionClosedRetry = time.Second
+
 // DefaultCallTimeout bounds one reconcile's backend calls, so a backend that hangs
 // never holds a worker: it is reported as unreachable and retried with backoff.
 const DefaultCallTimeout = time.Minute

@@ -17,10 +17,6 @@ import (
 	"github.com/banlieue/banlieue/pkg/redact"
 )
 
-// sessionClosedRetry is how soon a reconcile whose session was closed under it (see
-// ErrSessionClosed) runs again, with the session that replaced it.
-const sessionClosedRetry = time.Second
-
 // classify turns the reconcile's error into the Ready condition, the failure fields and
 // a requeue. The typed errors of errors.go decide: nothing here reads an error's text.
 func (r *Reconciler) classify(ctx context.Context, p *banlieuev1.Provider, s *scope, err error) (ctrl.Result, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // coalesced shares the runs of one listing among concurrent callers, without ever
@@ -20,13 +21,17 @@ type coalesced[T any] struct {
 	next *run[T]
 	// sharing counts the callers waiting for next.
 	sharing int
+	// last is the latest run that answered without an error, for since.
+	last *run[T]
 }
 
 // run is one listing and the callers waiting for it.
 type run[T any] struct {
 	done chan struct{}
-	val  []T
-	err  error
+	// started is when the run began to list, before its request went out.
+	started time.Time
+	val     []T
+	err     error
 }
 
 func newCoalesced[T any]() *coalesced[T] {
@@ -62,9 +67,29 @@ func (c *coalesced[T]) do(ctx context.Context, list func(context.Context) ([]T, 
 			<-c.running // another caller started r already
 			continue
 		}
+		r.started = time.Now()
 		r.val, r.err = list(context.WithoutCancel(ctx))
+		if r.err == nil {
+			c.mu.Lock()
+			c.last = r
+			c.mu.Unlock()
+		}
 		<-c.running
 		close(r.done)
 		return slices.Clone(r.val), r.err
 	}
+}
+
+// since returns a copy of the items of the latest run that answered and started at
+// after or later, without listing (reused is true); when there is none, it lists as do
+// does.
+func (c *coalesced[T]) since(ctx context.Context, after time.Time, list func(context.Context) ([]T, error)) (items []T, reused bool, err error) {
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
+	if last != nil && !last.started.Before(after) {
+		return slices.Clone(last.val), true, nil
+	}
+	items, err = c.do(ctx, list)
+	return items, false, err
 }

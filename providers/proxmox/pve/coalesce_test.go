@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Callers that arrive while a listing is in flight share the next one, never the one
@@ -79,5 +80,40 @@ func TestCoalescedWaitEndsWithTheContextAndErrorsAreShared(t *testing.T) {
 	boom := errors.New("pveproxy down")
 	if _, err := c.do(context.Background(), func(context.Context) ([]int, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Errorf("do = %v, want the run's error", err)
+	}
+}
+
+// since answers from the latest listing that answered and started at the time asked
+// or later, and lists again when there is none; a failed listing is never reused.
+func TestCoalescedSinceReusesARecentListing(t *testing.T) {
+	c := newCoalesced[int]()
+	runs := 0
+	var fail error
+	list := func(context.Context) ([]int, error) {
+		runs++
+		return []int{runs}, fail
+	}
+	ctx := context.Background()
+	before := time.Now()
+	if got, reused, err := c.since(ctx, before, list); err != nil || reused || len(got) != 1 || got[0] != 1 || runs != 1 {
+		t.Fatalf("since with nothing listed = %v, reused %t, %v after %d runs; want run 1, listed now", got, reused, err, runs)
+	}
+	got, reused, err := c.since(ctx, before, list)
+	if err != nil || !reused || len(got) != 1 || got[0] != 1 || runs != 1 {
+		t.Fatalf("since = %v, reused %t, %v after %d runs; want run 1 again, without listing", got, reused, err, runs)
+	}
+	got[0] = 99
+	if again, _, _ := c.since(ctx, before, list); again[0] != 1 {
+		t.Error("one caller's change to its listing reached another's")
+	}
+	if got, reused, _ := c.since(ctx, time.Now().Add(time.Millisecond), list); got[0] != 2 || reused || runs != 2 {
+		t.Fatalf("since after the last run began = %v, reused %t after %d runs; want run 2", got, reused, runs)
+	}
+	fail = errors.New("pveproxy down")
+	if _, err := c.do(ctx, list); !errors.Is(err, fail) {
+		t.Fatalf("do = %v, want the listing's error", err)
+	}
+	if got, reused, err := c.since(ctx, before, list); err != nil || !reused || got[0] != 2 || runs != 3 {
+		t.Fatalf("since after a failed run = %v, reused %t, %v after %d runs; want run 2, the latest that answered", got, reused, err, runs)
 	}
 }

@@ -3,6 +3,7 @@ package pve
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // Resource is a QEMU guest as the cluster lists it.
@@ -42,6 +43,12 @@ type resource struct {
 // which callers that ask at once share (coalesced).
 func (c *Client) Resources(ctx context.Context) ([]Resource, error) {
 	return c.resources.do(ctx, c.listResources)
+}
+
+// ResourcesSince is Resources, answered by the latest listing that started at after or
+// later when there is one: no call is made then, and reused is true.
+func (c *Client) ResourcesSince(ctx context.Context, after time.Time) (all []Resource, reused bool, err error) {
+	return c.resources.since(ctx, after, c.listResources)
 }
 
 func (c *Client) listResources(ctx context.Context) ([]Resource, error) {

@@ -191,6 +191,31 @@ func (s *session) othersVMIDs(uid k8stypes.UID) map[int]bool {
 	return out
 }
 
+// cloneAsked records that a session of the driver is about to ask PVE for a clone for
+// the machine uid: from then on no session of this process answers a lookup of the
+// machine's VM from a listing that may predate the clone (see session.listing). Those
+// asked more than cloneMemory ago are forgotten, at most once a minute: any listing
+// reused since started long after PVE answered them.
+func (d *Driver) cloneAsked(uid k8stypes.UID) {
+	now := d.now()
+	d.askedMu.Lock()
+	defer d.askedMu.Unlock()
+	if now.Sub(d.askedPruned) > time.Minute {
+		maps.DeleteFunc(d.asked, func(_ k8stypes.UID, at time.Time) bool { return now.Sub(at) > cloneMemory })
+		d.askedPruned = now
+	}
+	d.asked[uid] = now
+}
+
+// askedClone reports whether a session of the driver asked PVE for a clone for the
+// machine uid within cloneMemory.
+func (d *Driver) askedClone(uid k8stypes.UID) bool {
+	d.askedMu.Lock()
+	defer d.askedMu.Unlock()
+	at, ok := d.asked[uid]
+	return ok && d.now().Sub(at) <= cloneMemory
+}
+
 // cloneOwner is the machine a clone task this session started makes a VM for.
 func (s *session) cloneOwner(upid string) (k8stypes.UID, bool) {
 	s.clonesMu.Lock()

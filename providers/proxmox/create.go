@@ -72,6 +72,7 @@ func (s *session) Create(ctx context.Context, m *providersdk.Machine, obs provid
 	if !clone.Linked && len(m.Spec.Disks) > 0 {
 		clone.Storage = m.Spec.Disks[0].Target[targetStorage]
 	}
+	s.driver.cloneAsked(m.UID)
 	upid, vmid, err := s.clone(ctx, tmpl, clone)
 	if err != nil {
 		return providersdk.CreateResult{}, err

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	"github.com/banlieue/banlieue/pkg/providersdk"
 )
@@ -58,6 +60,13 @@ type Driver struct {
 	// VMs from.
 	vmidsMu sync.Mutex
 	vmids   map[string]*vmidPool
+
+	// askedMu guards asked: when a session of this driver last asked PVE for a clone
+	// for each machine, by UID (see cloneAsked), and when those older than cloneMemory
+	// were last forgotten.
+	askedMu     sync.Mutex
+	asked       map[k8stypes.UID]time.Time
+	askedPruned time.Time
 }
 
 var _ providersdk.Driver = (*Driver)(nil)
@@ -89,6 +98,7 @@ func NewDriver(opts ...Option) *Driver {
 		cloneAttempts:   10,
 		now:             time.Now,
 		vmids:           map[string]*vmidPool{},
+		asked:           map[k8stypes.UID]time.Time{},
 	}
 	for _, o := range opts {
 		o(d)

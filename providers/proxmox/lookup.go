@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -68,16 +69,31 @@ func recordedLocation(m *providersdk.Machine) location {
 
 // find finds the machine's VM. Where the machine's status says its VM is, it reads
 // that VM's config alone: one call, whatever the cluster's size. When that is not the
-// machine's VM (none recorded, moved to another node, gone, another VM on the VMID),
-// it lists the cluster's guests and looks there, as findIn does; the listing is
-// returned then, and nil when the direct read sufficed. A VM not found is nil: the
+// machine's VM (moved to another node, gone, another VM on the VMID), it lists the
+// cluster's guests and looks there, as findIn does; the listing is returned then, and
+// nil when the direct read sufficed. A machine whose status records no VM may be looked
+// for in a listing read a moment before (reusesListing). A VM not found is nil: the
 // listing was read.
 func (s *session) find(ctx context.Context, m *providersdk.Machine) (*vmState, []pve.Resource, error) {
-	if loc := recordedLocation(m); loc.known() {
+	loc := recordedLocation(m)
+	if loc.known() {
 		vm, err := s.direct(ctx, m, loc)
 		if err != nil || vm != nil {
 			return vm, nil, err
 		}
+	} else if s.reusesListing(m) {
+		all, reused, err := s.api.ResourcesSince(ctx, s.reusableSince())
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case !reused:
+			vm, err := s.findIn(ctx, all, m)
+			return vm, all, err
+		case !s.mayBeIn(all, m):
+			return nil, all, nil
+		}
+		// A guest of the listing may be the machine's VM, and may have moved since the
+		// listing was read: it is looked for in one made now.
 	}
 	all, err := s.api.Resources(ctx)
 	if err != nil {
@@ -85,6 +101,36 @@ func (s *session) find(ctx context.Context, m *providersdk.Machine) (*vmState, [
 	}
 	vm, err := s.findIn(ctx, all, m)
 	return vm, all, err
+}
+
+// listingReuse is how old a listing may be that a lookup of a new machine's VM takes
+// instead of listing the cluster again (see reusesListing).
+const listingReuse = 5 * time.Second
+
+// listingGrace is how long after a session is made its lookups all list the cluster
+// anew: a provider process that held the Provider before this one may have had a
+// clone on its way to PVE as it stopped.
+const listingGrace = 30 * time.Second
+
+// reusesListing reports whether a lookup of the machine's VM may take a listing read
+// before it asked. The machine's status records no VM, and no session of this process
+// asked PVE for a clone for it: its VM, if any, was made by a provider process before
+// this one, which stopped before the session was made, so every listing the session
+// read after its listingGrace holds it. Any other machine waits for a listing that
+// starts after it asks, so that its own clone, which PVE answered before, is in it.
+// On a cluster of thousands of VMs each listing is large for PVE to build and for the
+// provider to read; new machines then share one every listingReuse instead of a
+// listing per few machines.
+func (s *session) reusesListing(m *providersdk.Machine) bool {
+	return !s.driver.askedClone(m.UID)
+}
+
+// reusableSince is when a listing a lookup may reuse started at the earliest.
+func (s *session) reusableSince() time.Time {
+	if t := time.Now().Add(-listingReuse); t.After(s.reuseFrom) {
+		return t
+	}
+	return s.reuseFrom
 }
 
 // direct reads the config of the VM at loc and returns it when its description names
@@ -122,10 +168,10 @@ func (s *session) direct(ctx context.Context, m *providersdk.Machine, loc locati
 // and the VMs this session cloned for other machines: after a clone has ended, such
 // guests are few and briefly there. It returns nil when there is none.
 func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk.Machine) (*vmState, error) {
-	tag, name := TagPrefix+string(m.UID), machineVMName(m.Namespace, m.Name)
+	tag, name := machineMarks(m)
 	for _, r := range all {
-		tagged := slices.Contains(pve.SplitTags(r.Tags), tag)
-		if r.Template || (!tagged && r.Name != name) {
+		tagged, ok := named(r, tag, name)
+		if !ok {
 			continue
 		}
 		conf, pending, err := s.config(ctx, r.Node, r.VMID)
@@ -140,17 +186,7 @@ func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk
 		}
 		return &vmState{Resource: r, conf: conf, pending: pending}, nil
 	}
-	var others map[int]bool
-	for _, r := range all {
-		if !unreported(r) || r.Lock == "clone" {
-			continue
-		}
-		if others == nil {
-			others = s.othersVMIDs(m.UID)
-		}
-		if others[r.VMID] {
-			continue
-		}
+	for _, r := range s.unnamed(all, m) {
 		conf, pending, err := s.config(ctx, r.Node, r.VMID)
 		switch {
 		case pve.IsNodeUnreachable(err):
@@ -164,6 +200,51 @@ func (s *session) findIn(ctx context.Context, all []pve.Resource, m *providersdk
 		return &vmState{Resource: r, conf: conf, pending: pending}, nil
 	}
 	return nil, nil
+}
+
+// mayBeIn reports whether findIn could find the machine's VM in the listing all,
+// without reading a config: a guest has the machine's tag or name, or is one of the
+// unnamed it would confirm.
+func (s *session) mayBeIn(all []pve.Resource, m *providersdk.Machine) bool {
+	tag, name := machineMarks(m)
+	for _, r := range all {
+		if _, ok := named(r, tag, name); ok {
+			return true
+		}
+	}
+	return len(s.unnamed(all, m)) > 0
+}
+
+// machineMarks are the tag and the name the machine's VM carries.
+func machineMarks(m *providersdk.Machine) (tag, name string) {
+	return TagPrefix + string(m.UID), machineVMName(m.Namespace, m.Name)
+}
+
+// named reports whether the guest r, not a template, has the machine's tag or its VM's
+// name (ok), and whether it has the tag.
+func named(r pve.Resource, tag, name string) (tagged, ok bool) {
+	tagged = slices.Contains(pve.SplitTags(r.Tags), tag)
+	return tagged, !r.Template && (tagged || r.Name == name)
+}
+
+// unnamed are the guests of all whose name the listing does not know yet (see
+// unreported), but for clones in flight (pendingClone's concern) and the VMs this
+// session cloned for machines other than m.
+func (s *session) unnamed(all []pve.Resource, m *providersdk.Machine) []pve.Resource {
+	var out []pve.Resource
+	var others map[int]bool
+	for _, r := range all {
+		if !unreported(r) || r.Lock == "clone" {
+			continue
+		}
+		if others == nil {
+			others = s.othersVMIDs(m.UID)
+		}
+		if !others[r.VMID] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // unreported reports whether the listing does not know a guest's name: PVE's

@@ -3,6 +3,7 @@ package proxmox
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -368,4 +369,90 @@ func statusOf(t *testing.T, m *providersdk.Machine) infrav1.ProxmoxStatus {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// New machines share a listing: a session past its grace looks for the VM of a machine
+// no session of its process cloned for in the latest listing up to listingReuse old.
+// A machine its process cloned for, a guest of the listing that may be the machine's,
+// and a session still in its grace each list the cluster anew.
+func TestNewMachinesShareARecentListing(t *testing.T) {
+	sim := proxmoxtest.Start(t)
+	ctx := context.Background()
+	observe := func(s *session, m *providersdk.Machine) providersdk.Observation {
+		t.Helper()
+		o, err := s.Observe(ctx, m)
+		if err != nil {
+			t.Fatalf("Observe %s: %v", m.Name, err)
+		}
+		return o
+	}
+
+	// A previous provider process made machine a's VM and recorded nothing.
+	a := newMachine("c1d2e3f4-0000-4000-8000-0000000000a1")
+	earlier := connect(t, sim, newDriver(sim))
+	converge(t, earlier, a)
+	unstructured.RemoveNestedField(a.Object.Object, "status", "proxmox")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		all, err := earlier.api.Resources(ctx)
+		if err == nil && !slices.ContainsFunc(all, unreported) {
+			break // the listing names a's VM: only its name can point a lookup to it
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the listing does not name a's VM yet: %+v, %v", all, err)
+		}
+	}
+
+	d := newDriver(sim)
+	s := connect(t, sim, d)
+	lists := countCalls(sim, listOp)
+	b, c := newMachine("d2e3f4a5-0000-4000-8000-0000000000b2"), newMachine("e3f4a5b6-0000-4000-8000-0000000000c3")
+	for _, m := range []*providersdk.Machine{b, c} {
+		if o := observe(s, m); o.Exists {
+			t.Fatalf("Observe %s = %+v, want no VM", m.Name, o)
+		}
+	}
+	if n := lists.since(t); n != 2 {
+		t.Errorf("a session in its grace listed %d times for two new machines, want 2", n)
+	}
+
+	s.reuseFrom = time.Now() // the grace is over
+	for _, m := range []*providersdk.Machine{b, c, b} {
+		if o := observe(s, m); o.Exists {
+			t.Fatalf("Observe %s = %+v, want no VM", m.Name, o)
+		}
+	}
+	if n := lists.since(t); n != 1 {
+		t.Errorf("three looks for new machines listed %d times, want 1", n)
+	}
+
+	// a's VM is in the shared listing: it is confirmed in one made now.
+	if o := observe(s, a); !o.Exists {
+		t.Fatalf("Observe of the machine an earlier process cloned for = %+v, want its VM", o)
+	}
+	if n := lists.since(t); n != 1 {
+		t.Errorf("finding a's VM listed %d times, want 1", n)
+	}
+
+	// Once a session of the process asked PVE to clone for b, no lookup of b's VM takes
+	// a listing that may be older than the clone, in any session of the process: here
+	// one that replaced s and read its listing just before s cloned.
+	other := connect(t, sim, d)
+	other.reuseFrom = time.Now()
+	observe(other, c)
+	task, err := observeCreate(t, s, b)
+	if err != nil || !task.InFlight() {
+		t.Fatalf("Create = %+v, %v; want the clone", task, err)
+	}
+	lists.since(t)
+	unstructured.RemoveNestedField(b.Object.Object, "status", "proxmox")
+	for _, look := range []*session{s, other} {
+		if o := observe(look, b); !o.Exists {
+			t.Fatalf("Observe of b after its clone = %+v, want its VM or its clone", o)
+		}
+	}
+	if n := lists.since(t); n != 2 {
+		t.Errorf("two looks for b's VM after its clone listed %d times, want 2, each made then", n)
+	}
+	if got := vmsOf(sim, c); len(got) != 0 {
+		t.Errorf("c's VMs: %v, want none", got)
+	}
 }

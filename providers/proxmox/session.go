@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -91,6 +92,10 @@ type session struct {
 	// vmids hands out the VMIDs of new VMs: the driver's pool for the cluster, shared
 	// by its sessions.
 	vmids *vmidPool
+
+	// reuseFrom is when this session's listings begin to be reused (see listing): a
+	// listingGrace after it was made.
+	reuseFrom time.Time
 }
 
 var (
@@ -143,6 +148,7 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		imports:         map[k8stypes.UID]*importState{},
 		clones:          map[string]startedClone{},
 		nodeCPUs:        map[string]int{},
+		reuseFrom:       time.Now().Add(listingGrace),
 	}
 	s.hotplug, s.hotplugErr = providersdk.HotplugFrom(p.Spec.Parameters)
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {

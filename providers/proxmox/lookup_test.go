@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -454,5 +455,41 @@ func TestNewMachinesShareARecentListing(t *testing.T) {
 	}
 	if got := vmsOf(sim, c); len(got) != 0 {
 		t.Errorf("c's VMs: %v, want none", got)
+	}
+}
+
+// A machine being deleted whose VM this session saw destroyed is found gone without a
+// listing: the destroy task that ended well says the VM left the place recorded, not
+// that it moved. A session that did not see the destroy, and a machine not being
+// deleted, look for the VM in a listing.
+func TestADestroyedVMIsGoneWithoutAListing(t *testing.T) {
+	sim := proxmoxtest.Start(t)
+	ctx := context.Background()
+	s := connect(t, sim, newDriver(sim))
+	m := newMachine("f4a5b6c7-0000-4000-8000-0000000000d4")
+	converge(t, s, m)
+	m.Object.SetDeletionTimestamp(ptr.To(metav1.Now()))
+	lists := countCalls(sim, listOp)
+	deleteAll(t, s, m)
+	noVMs(t, sim)
+	if o, err := s.Observe(ctx, m); err != nil || o.Exists {
+		t.Fatalf("Observe of the destroyed VM = %+v, %v; want none", o, err)
+	}
+	if n := lists.since(t); n != 0 {
+		t.Errorf("deleting the machine listed the cluster %d times, want 0", n)
+	}
+
+	if o, err := connect(t, sim, newDriver(sim)).Observe(ctx, m); err != nil || o.Exists {
+		t.Fatalf("another session's Observe = %+v, %v; want no VM", o, err)
+	}
+	if n := lists.since(t); n != 1 {
+		t.Errorf("a session that did not see the destroy listed %d times, want 1", n)
+	}
+	m.Object.SetDeletionTimestamp(nil)
+	if o, err := s.Observe(ctx, m); err != nil || o.Exists {
+		t.Fatalf("Observe of the machine no longer being deleted = %+v, %v; want no VM", o, err)
+	}
+	if n := lists.since(t); n != 1 {
+		t.Errorf("a machine not being deleted listed %d times, want 1: its Create needs the listing", n)
 	}
 }

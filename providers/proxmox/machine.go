@@ -25,6 +25,9 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 	if err != nil {
 		return providersdk.Observation{}, err
 	}
+	if state == taskEnded && m.Task.Operation == providersdk.OperationDelete {
+		s.sawDestroyed(m, m.Task.Ref)
+	}
 	if m.Spec.Adopts() {
 		// The VM is the one the ID names, never one this driver cloned or looks for.
 		return s.observeAdopting(ctx, m, state)

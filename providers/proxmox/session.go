@@ -93,9 +93,15 @@ type session struct {
 	// by its sessions.
 	vmids *vmidPool
 
-	// reuseFrom is when this session's listings begin to be reused (see listing): a
-	// listingGrace after it was made.
+	// reuseFrom is when this session's listings begin to be reused (see
+	// reusesListing): a listingGrace after it was made.
 	reuseFrom time.Time
+
+	// destroyedMu guards destroyed: where the VM of each machine was that this
+	// session saw a destroy task end well for, by UID, and when (see sawDestroyed).
+	destroyedMu     sync.Mutex
+	destroyed       map[k8stypes.UID]destroyedVM
+	destroyedPruned time.Time
 }
 
 var (
@@ -149,6 +155,7 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		clones:          map[string]startedClone{},
 		nodeCPUs:        map[string]int{},
 		reuseFrom:       time.Now().Add(listingGrace),
+		destroyed:       map[k8stypes.UID]destroyedVM{},
 	}
 	s.hotplug, s.hotplugErr = providersdk.HotplugFrom(p.Spec.Parameters)
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {

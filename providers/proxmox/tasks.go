@@ -13,10 +13,12 @@ import (
 type taskState int
 
 const (
-	// taskDone: no task, or it ended well, or PVE has forgotten it.
+	// taskDone: no task, or PVE has forgotten it, or a clone lost its VMID.
 	taskDone taskState = iota
 	// taskRunning: the task runs.
 	taskRunning
+	// taskEnded: PVE says the task ended well.
+	taskEnded
 )
 
 // pollTask reads the state of the machine's recorded task in one call. A task that
@@ -44,7 +46,7 @@ func (s *session) pollTask(ctx context.Context, t providersdk.Task) (taskState, 
 	case st.Failed():
 		return taskDone, providersdk.TaskFailed(t, st.ExitStatus)
 	}
-	return taskDone, nil
+	return taskEnded, nil
 }
 
 // busy turns PVE's refusal of a change because the VM is busy with another task (its

@@ -17,6 +17,17 @@ func UPIDNode(upid string) string {
 	return parts[1]
 }
 
+// DestroyedVM is the node and VMID of the VM a qmdestroy task's UPID destroys; ok is
+// false for any other task.
+func DestroyedVM(upid string) (node string, vmid int, ok bool) {
+	parts := strings.Split(upid, ":")
+	if len(parts) < 8 || parts[0] != "UPID" || parts[5] != "qmdestroy" {
+		return "", 0, false
+	}
+	vmid, err := strconv.Atoi(parts[6])
+	return parts[1], vmid, err == nil && vmid > 0
+}
+
 // TaskStatus is the state of one task.
 type TaskStatus struct {
 	// Running is true while the task runs.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -193,27 +194,58 @@ func (s *session) othersVMIDs(uid k8stypes.UID) map[int]bool {
 
 // cloneAsked records that a session of the driver is about to ask PVE for a clone for
 // the machine uid: from then on no session of this process answers a lookup of the
-// machine's VM from a listing that may predate the clone (see session.listing). Those
-// asked more than cloneMemory ago are forgotten, at most once a minute: any listing
-// reused since started long after PVE answered them.
+// machine's VM from a listing that may predate the clone (see reusesListing). Any
+// listing reused after cloneMemory started long after PVE answered the clone.
 func (d *Driver) cloneAsked(uid k8stypes.UID) {
-	now := d.now()
-	d.askedMu.Lock()
-	defer d.askedMu.Unlock()
-	if now.Sub(d.askedPruned) > time.Minute {
-		maps.DeleteFunc(d.asked, func(_ k8stypes.UID, at time.Time) bool { return now.Sub(at) > cloneMemory })
-		d.askedPruned = now
-	}
-	d.asked[uid] = now
+	d.asked.remember(uid, struct{}{}, d.now())
 }
 
 // askedClone reports whether a session of the driver asked PVE for a clone for the
 // machine uid within cloneMemory.
 func (d *Driver) askedClone(uid k8stypes.UID) bool {
-	d.askedMu.Lock()
-	defer d.askedMu.Unlock()
-	at, ok := d.asked[uid]
-	return ok && d.now().Sub(at) <= cloneMemory
+	_, ok := d.asked.recall(uid, d.now())
+	return ok
+}
+
+// memory remembers a value per key for cloneMemory. It forgets older ones at most
+// once a minute, so that remembering costs no walk of all it holds. The zero memory
+// is empty and ready.
+type memory[K comparable, V any] struct {
+	mu     sync.Mutex
+	items  map[K]remembered[V]
+	pruned time.Time
+}
+
+// remembered is a value a memory holds, and when it was remembered.
+type remembered[V any] struct {
+	value V
+	at    time.Time
+}
+
+// remember holds v for k from now.
+func (m *memory[K, V]) remember(k K, v V, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.items == nil {
+		m.items = map[K]remembered[V]{}
+	}
+	if now.Sub(m.pruned) > time.Minute {
+		maps.DeleteFunc(m.items, func(_ K, r remembered[V]) bool { return now.Sub(r.at) > cloneMemory })
+		m.pruned = now
+	}
+	m.items[k] = remembered[V]{value: v, at: now}
+}
+
+// recall is the value held for k, unless it is older than cloneMemory.
+func (m *memory[K, V]) recall(k K, now time.Time) (V, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.items[k]
+	if !ok || now.Sub(r.at) > cloneMemory {
+		var zero V
+		return zero, false
+	}
+	return r.value, true
 }
 
 // cloneOwner is the machine a clone task this session started makes a VM for.

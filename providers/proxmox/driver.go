@@ -61,12 +61,9 @@ type Driver struct {
 	vmidsMu sync.Mutex
 	vmids   map[string]*vmidPool
 
-	// askedMu guards asked: when a session of this driver last asked PVE for a clone
-	// for each machine, by UID (see cloneAsked), and when those older than cloneMemory
-	// were last forgotten.
-	askedMu     sync.Mutex
-	asked       map[k8stypes.UID]time.Time
-	askedPruned time.Time
+	// asked remembers the machines a session of this driver asked PVE for a clone for,
+	// by UID (see cloneAsked).
+	asked memory[k8stypes.UID, struct{}]
 }
 
 var _ providersdk.Driver = (*Driver)(nil)
@@ -98,7 +95,6 @@ func NewDriver(opts ...Option) *Driver {
 		cloneAttempts:   10,
 		now:             time.Now,
 		vmids:           map[string]*vmidPool{},
-		asked:           map[k8stypes.UID]time.Time{},
 	}
 	for _, o := range opts {
 		o(d)

@@ -3,12 +3,9 @@ package proxmox
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"time"
-
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "github.com/banlieue/banlieue/api/v1alpha1"
@@ -109,29 +106,12 @@ func (s *session) find(ctx context.Context, m *providersdk.Machine) (*vmState, [
 	return vm, all, err
 }
 
-// destroyedVM is where a VM was that a destroy task removed, and when the session saw
-// the task end.
-type destroyedVM struct {
-	at  location
-	saw time.Time
-}
-
 // sawDestroyed records that the machine's destroy task upid ended well: its VM, where
-// the task says, is gone. Records older than cloneMemory are forgotten, at most once a
-// minute.
+// the task says, is gone.
 func (s *session) sawDestroyed(m *providersdk.Machine, upid string) {
-	node, vmid, ok := pve.DestroyedVM(upid)
-	if !ok {
-		return
+	if node, vmid, ok := pve.DestroyedVM(upid); ok {
+		s.destroyed.remember(m.UID, location{node: node, vmid: vmid}, s.driver.now())
 	}
-	now := s.driver.now()
-	s.destroyedMu.Lock()
-	defer s.destroyedMu.Unlock()
-	if now.Sub(s.destroyedPruned) > time.Minute {
-		maps.DeleteFunc(s.destroyed, func(_ k8stypes.UID, d destroyedVM) bool { return now.Sub(d.saw) > cloneMemory })
-		s.destroyedPruned = now
-	}
-	s.destroyed[m.UID] = destroyedVM{at: location{node: node, vmid: vmid}, saw: now}
 }
 
 // destroyedAt reports whether the machine, being deleted, had its VM at loc destroyed
@@ -142,10 +122,8 @@ func (s *session) destroyedAt(m *providersdk.Machine, loc location) bool {
 	if m.Object == nil || m.Object.GetDeletionTimestamp() == nil {
 		return false
 	}
-	s.destroyedMu.Lock()
-	defer s.destroyedMu.Unlock()
-	d, ok := s.destroyed[m.UID]
-	return ok && d.at == loc
+	at, ok := s.destroyed.recall(m.UID, s.driver.now())
+	return ok && at == loc
 }
 
 // listingReuse is how old a listing may be that a lookup of a new machine's VM takes

@@ -97,11 +97,9 @@ type session struct {
 	// reusesListing): a listingGrace after it was made.
 	reuseFrom time.Time
 
-	// destroyedMu guards destroyed: where the VM of each machine was that this
-	// session saw a destroy task end well for, by UID, and when (see sawDestroyed).
-	destroyedMu     sync.Mutex
-	destroyed       map[k8stypes.UID]destroyedVM
-	destroyedPruned time.Time
+	// destroyed remembers where the VM of each machine was that this session saw a
+	// destroy task end well for, by UID (see sawDestroyed).
+	destroyed memory[k8stypes.UID, location]
 }
 
 var (
@@ -155,7 +153,6 @@ func (d *Driver) Connect(ctx context.Context, info providersdk.ProviderInfo) (pr
 		clones:          map[string]startedClone{},
 		nodeCPUs:        map[string]int{},
 		reuseFrom:       time.Now().Add(listingGrace),
-		destroyed:       map[k8stypes.UID]destroyedVM{},
 	}
 	s.hotplug, s.hotplugErr = providersdk.HotplugFrom(p.Spec.Parameters)
 	for _, n := range strings.Split(p.Spec.Parameters[ParamNode], ",") {

@@ -7,25 +7,31 @@ import (
 	"strings"
 )
 
+// upidFields are the fields of a UPID, UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:,
+// the first being "UPID"; ok is false when upid is no UPID.
+func upidFields(upid string) (fields []string, ok bool) {
+	fields = strings.Split(upid, ":")
+	return fields, len(fields) >= 8 && fields[0] == "UPID"
+}
+
 // UPIDNode is the node a UPID's task runs on, where its status is read; "" when upid
-// is no UPID: UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:.
+// is no UPID.
 func UPIDNode(upid string) string {
-	parts := strings.Split(upid, ":")
-	if len(parts) < 8 || parts[0] != "UPID" {
-		return ""
+	if f, ok := upidFields(upid); ok {
+		return f[1]
 	}
-	return parts[1]
+	return ""
 }
 
 // DestroyedVM is the node and VMID of the VM a qmdestroy task's UPID destroys; ok is
 // false for any other task.
 func DestroyedVM(upid string) (node string, vmid int, ok bool) {
-	parts := strings.Split(upid, ":")
-	if len(parts) < 8 || parts[0] != "UPID" || parts[5] != "qmdestroy" {
+	f, ok := upidFields(upid)
+	if !ok || f[5] != "qmdestroy" {
 		return "", 0, false
 	}
-	vmid, err := strconv.Atoi(parts[6])
-	return parts[1], vmid, err == nil && vmid > 0
+	vmid, err := strconv.Atoi(f[6])
+	return f[1], vmid, err == nil && vmid > 0
 }
 
 // TaskStatus is the state of one task.

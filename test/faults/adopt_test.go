@@ -53,10 +53,10 @@ type adoption struct {
 	name string
 	// providerID is the backend VM's ID, which both adopt.
 	providerID string
-	// vSphere: the VM and the power and clone events vCenter had recorded for it
-	// before banlieue saw it.
-	ref    types.ManagedObjectReference
-	events int
+	// vSphere: the VM, and when it was made and running, before banlieue saw it:
+	// vCenter records no power or clone event for it after that.
+	ref   types.ManagedObjectReference
+	since time.Time
 	// Proxmox VE: the VMID, the QEMU PID and the start, stop and clone tasks.
 	vmid  int
 	pid   int
@@ -166,16 +166,18 @@ func (r *rig) vsphereAdoptable(t *testing.T, name string) *adoption {
 		t.Fatalf("%s is %s, not running", name, vm.Runtime.PowerState)
 	}
 	return &adoption{provider: vsphereProv, kind: "VSphereMachine", name: name, providerID: "vsphere://" + vm.Config.Uuid,
-		ref: ref, events: r.vspherePowerAndCloneEvents(t, ref)}
+		ref: ref, since: time.Now()}
 }
 
-// vspherePowerAndCloneEvents counts the power-on, power-off and clone events in the
-// simulated vCenter's event history for a VM: its own record, which banlieue did not
-// write.
-func (r *rig) vspherePowerAndCloneEvents(t *testing.T, ref types.ManagedObjectReference) int {
+// vspherePowerAndCloneEvents counts the power-on, power-off and clone events the
+// simulated vCenter recorded for a VM since a time: its own record, which banlieue did
+// not write. Only events since are asked for, as vcsim keeps only its latest thousand
+// events, and a fleet's deletion pushes older ones out.
+func (r *rig) vspherePowerAndCloneEvents(t *testing.T, ref types.ManagedObjectReference, since time.Time) int {
 	t.Helper()
 	events, err := event.NewManager(r.backends.VSphere.OwnClient().Client).QueryEvents(r.ctx, types.EventFilterSpec{
 		Entity:      &types.EventFilterSpecByEntity{Entity: ref, Recursion: types.EventFilterSpecRecursionOptionSelf},
+		Time:        &types.EventFilterSpecByTime{BeginTime: &since},
 		EventTypeId: []string{"VmPoweredOnEvent", "VmPoweredOffEvent", "VmBeingClonedEvent", "VmClonedEvent"},
 	})
 	if err != nil {
@@ -332,8 +334,8 @@ func (r *rig) checkAdopted(t *testing.T, a *adoption) {
 		if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
 			t.Errorf("%s is %s, not running", a.name, vm.Runtime.PowerState)
 		}
-		if n := r.vspherePowerAndCloneEvents(t, a.ref); n != a.events {
-			t.Errorf("vCenter recorded %d power or clone events for %s since it was made, want none", n-a.events, a.name)
+		if n := r.vspherePowerAndCloneEvents(t, a.ref, a.since); n != 0 {
+			t.Errorf("vCenter recorded %d power or clone events for %s since it was made, want none", n, a.name)
 		}
 	case proxmoxProv:
 		conf, ok := r.backends.Proxmox.VM(a.vmid)
@@ -479,8 +481,8 @@ func (r *rig) checkReleased(t *testing.T, provider string) {
 		a.released = true
 		switch provider {
 		case vsphereProv:
-			if n := r.vspherePowerAndCloneEvents(t, a.ref); n != a.events {
-				t.Errorf("vCenter recorded %d power or clone events for %s since it was made, want none", n-a.events, a.name)
+			if n := r.vspherePowerAndCloneEvents(t, a.ref, a.since); n != 0 {
+				t.Errorf("vCenter recorded %d power or clone events for %s since it was made, want none", n, a.name)
 			}
 		case proxmoxProv:
 			status, pid := r.pveStatus(NewWithT(t), a.vmid)

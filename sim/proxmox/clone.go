@@ -245,11 +245,5 @@ func (d *disks) linked(st *storage, base *volume) *volume {
 
 // hasDisk reports whether a VM's n-th disk exists on st under any name.
 func (s *Simulator) hasDisk(node string, st *storage, vmid, n int) bool {
-	suffix := imageName(st, "vm", vmid, n)
-	for name := range s.volumes[storeKey(node, st)] {
-		if name == suffix || strings.HasSuffix(name, "/"+suffix) {
-			return true
-		}
-	}
-	return false
+	return s.images[storeKey(node, st)][imageName(st, "vm", vmid, n)] > 0
 }

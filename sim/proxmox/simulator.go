@@ -141,7 +141,13 @@ type Simulator struct {
 	pools    map[string]string
 	vms      map[int]*vm
 	volumes  map[string]map[string]*volume
-	tasks    []*task
+	// images counts, per set of volumes (storeKey), the volumes by their image name,
+	// the part of the name after its last '/', so that hasDisk need not walk them all.
+	images map[string]map[string]int
+	tasks  []*task
+	// taskIDs are the tasks by UPID, so that a task's status is read without a walk
+	// of every task the cluster ever ran.
+	taskIDs map[string]*task
 	// flocks are the VMIDs' config lock files that someone holds; unlocked is closed
 	// and replaced whenever one is released, waking those waiting.
 	flocks   map[int]*flock
@@ -181,6 +187,8 @@ func Start(o Options) (*Simulator, error) {
 		pools:    map[string]string{},
 		vms:      map[int]*vm{},
 		volumes:  map[string]map[string]*volume{},
+		images:   map[string]map[string]int{},
+		taskIDs:  map[string]*task{},
 		failNext: map[string][]string{},
 		flocks:   map[int]*flock{},
 		unlocked: make(chan struct{}),

@@ -105,9 +105,13 @@ func (s *Simulator) putVolume(node string, st *storage, v *volume) {
 	key := storeKey(node, st)
 	if s.volumes[key] == nil {
 		s.volumes[key] = map[string]*volume{}
+		s.images[key] = map[string]int{}
 	}
 	if v.ctime == 0 {
 		v.ctime = time.Now().Unix()
+	}
+	if old := s.volumes[key][v.name]; old == nil {
+		s.images[key][imageOf(v.name)]++
 	}
 	s.volumes[key][v.name] = v
 }
@@ -117,7 +121,20 @@ func (s *Simulator) volumeOn(node string, st *storage, name string) *volume {
 }
 
 func (s *Simulator) removeVolume(node string, st *storage, name string) {
-	delete(s.volumes[storeKey(node, st)], name)
+	key := storeKey(node, st)
+	if _, ok := s.volumes[key][name]; !ok {
+		return
+	}
+	delete(s.volumes[key], name)
+	if s.images[key][imageOf(name)]--; s.images[key][imageOf(name)] == 0 {
+		delete(s.images[key], imageOf(name))
+	}
+}
+
+// imageOf is a volume's image name: a linked clone's disk, base-9000-disk-0/vm-101-disk-0,
+// is vm-101-disk-0.
+func imageOf(name string) string {
+	return name[strings.LastIndexByte(name, '/')+1:]
 }
 
 // findVolume resolves a volume ID (storage:name) on a node.

@@ -90,6 +90,7 @@ func (s *Simulator) fork(c *call, typ, id string, w worker, lines ...string) str
 	}
 	t.id = t.upid.String()
 	s.tasks = append(s.tasks, t)
+	s.taskIDs[t.id] = t
 	delay, ok := s.opts.TaskDelays[typ]
 	if !ok {
 		delay = s.opts.TaskDelay
@@ -224,10 +225,8 @@ func (s *Simulator) findTask(c *call) (*task, error) {
 	if err != nil {
 		return nil, paramErrorf("upid", "unable to parse worker upid")
 	}
-	for _, t := range s.tasks {
-		if t.id == c.params["upid"] && u.Node == c.node {
-			return t, nil
-		}
+	if t := s.taskIDs[c.params["upid"]]; t != nil && u.Node == c.node {
+		return t, nil
 	}
 	return nil, paramErrorf("upid", "no such task")
 }

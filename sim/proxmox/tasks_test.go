@@ -3,6 +3,7 @@ package proxmoxsim
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,36 @@ func TestTheClusterTaskListIsCutAsPVECutsIt(t *testing.T) {
 		t.Errorf("pve1's list is %d bytes, want under 32 KiB", size["pve1"])
 	case len(listed["pve2"][true]) != 3 || len(listed["pve2"][false]) != 25:
 		t.Errorf("pve2 lists %d running and %d ended tasks, want 3 and 25", len(listed["pve2"][true]), len(listed["pve2"][false]))
+	}
+}
+
+// A task's status is read by its UPID on the node that runs it; another node, or a
+// UPID no node ran, has no such task.
+func TestATasksStatusIsOnItsOwnNode(t *testing.T) {
+	s := start(t, Options{})
+	c := client(t, s)
+	_, task, err := template(t, c).Clone(context.Background(), &proxmox.VirtualMachineCloneOptions{NewID: 101})
+	must(t)(task, err)
+	unknown := UPID{Node: "pve1", PID: 1, PStart: 1, StartTime: 1, Type: "qmclone", ID: "9000", User: "root@pam"}.String()
+	tests := []struct {
+		name, node, upid string
+		want             string
+	}{
+		{name: "its own node", node: "pve1", upid: string(task.UPID), want: "stopped"},
+		{name: "another node", node: "pve2", upid: string(task.UPID), want: "no such task"},
+		{name: "a UPID no node ran", node: "pve1", upid: unknown, want: "no such task"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var st map[string]any
+			err := c.Get(context.Background(), "/nodes/"+tt.node+"/tasks/"+tt.upid+"/status", &st)
+			got := fmt.Sprint(st["status"])
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("status of %s on %s: %q, want %q", tt.upid, tt.node, got, tt.want)
+			}
+		})
 	}
 }

@@ -254,3 +254,26 @@ func TestDeletingAVMRemovesItsDisks(t *testing.T) {
 		t.Errorf("volumes left (-want +got):\n%s", diff)
 	}
 }
+
+// A VMID's disks are named from 0 again once the VM that had it is gone, as PVE picks
+// the first name no volume on the storage has; a linked clone's disk counts by its own
+// name, after its base's.
+func TestADeletedVMsDiskNamesAreFreeAgain(t *testing.T) {
+	s := start(t, Options{})
+	ctx := context.Background()
+	c := client(t, s)
+	tpl := template(t, c)
+	for _, full := range []proxmox.IntOrBool{false, true, false} {
+		_, task, err := tpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 101, Full: full})
+		must(t)(task, err)
+		conf, _ := s.VM(101)
+		if want := "vm-101-disk-0"; !strings.Contains(conf["scsi0"], want) || strings.Contains(conf["scsi0"], "disk-1") {
+			t.Errorf("clone (full %v) onto VMID 101: scsi0 = %q, want %s", full, conf["scsi0"], want)
+		}
+		vm, err := c.NodeRef("pve1").VirtualMachine(ctx, 101)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t)(vm.Delete(ctx, &proxmox.VirtualMachineDeleteOptions{Purge: true, DestroyUnreferencedDisks: true}))
+	}
+}

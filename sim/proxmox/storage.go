@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ func (s *Simulator) putVolume(node string, st *storage, v *volume) {
 		v.ctime = time.Now().Unix()
 	}
 	if old := s.volumes[key][v.name]; old == nil {
-		s.images[key][imageOf(v.name)]++
+		s.images[key][path.Base(v.name)]++
 	}
 	s.volumes[key][v.name] = v
 }
@@ -126,15 +127,11 @@ func (s *Simulator) removeVolume(node string, st *storage, name string) {
 		return
 	}
 	delete(s.volumes[key], name)
-	if s.images[key][imageOf(name)]--; s.images[key][imageOf(name)] == 0 {
-		delete(s.images[key], imageOf(name))
+	// A linked clone's disk, base-9000-disk-0/vm-101-disk-0, counts as vm-101-disk-0.
+	image := path.Base(name)
+	if s.images[key][image]--; s.images[key][image] == 0 {
+		delete(s.images[key], image)
 	}
-}
-
-// imageOf is a volume's image name: a linked clone's disk, base-9000-disk-0/vm-101-disk-0,
-// is vm-101-disk-0.
-func imageOf(name string) string {
-	return name[strings.LastIndexByte(name, '/')+1:]
 }
 
 // findVolume resolves a volume ID (storage:name) on a node.

@@ -36,7 +36,10 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		return providersdk.Observation{}, err
 	}
 	if vm == nil || released(vm, m) {
-		return providersdk.Observation{}, nil
+		// A task still running is reported whatever is found, so that the Reconciler
+		// waits for it: a Destroy_Task can unregister the VM before it has deleted the
+		// VM's files (vcsim's does).
+		return providersdk.Observation{Task: runningTask(m, running)}, nil
 	}
 	if err := checkIdentity(vm, m); err != nil {
 		return providersdk.Observation{}, err
@@ -45,10 +48,17 @@ func (s *session) Observe(ctx context.Context, m *providersdk.Machine) (provider
 		running = true
 	}
 	o := s.observe(ctx, m, vm)
-	if running {
-		o.Task = m.Task
-	}
+	o.Task = runningTask(m, running)
 	return o, nil
+}
+
+// runningTask is the machine's recorded task when it is still running, and no task
+// otherwise: what an Observation reports in flight.
+func runningTask(m *providersdk.Machine, running bool) providersdk.Task {
+	if running {
+		return m.Task
+	}
+	return providersdk.Task{}
 }
 
 // observeAdopted reports the VM an adopting machine's spec.adoptProviderID names, found
@@ -63,10 +73,7 @@ func (s *session) observeAdopted(ctx context.Context, m *providersdk.Machine, ru
 	if err != nil {
 		return providersdk.Observation{}, err
 	}
-	var inFlight providersdk.Task
-	if running {
-		inFlight = m.Task
-	}
+	inFlight := runningTask(m, running)
 	id := m.Spec.AdoptProviderID
 	mine := vm != nil && vm.Identity == string(m.UID)
 	switch {

@@ -498,6 +498,45 @@ func TestObserveReportsAFailedTask(t *testing.T) {
 	}
 }
 
+// A Destroy_Task can unregister the VM before it has deleted the VM's files (vcsim's
+// does). While it runs, Observe reports it in flight though no VM is found, so that the
+// machine is not let go under a destroy that has not ended.
+func TestADestroyStillRunningIsInFlightOnceItsVMIsGone(t *testing.T) {
+	sim := vspheretest.Start(t)
+	ctx := context.Background()
+	s := connect(t, sim, NewDriver())
+	m := newMachine("8e9f0a1b-2c3d-4e5f-8a6b-7c8d9e0f1a2b")
+	res, err := afterObserve(s, m, s.Create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s, m, res.Task)
+	ref := theVM(t, sim, string(m.UID)).Self
+	m.Deleting = true
+	del, err := afterObserve(s, m, s.Delete) // the power off
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s, m, del.Task)
+
+	vspheretest.DelayTask(t, vspheretest.TaskDestroy, 2*time.Second)
+	if del, err = afterObserve(s, m, s.Delete); err != nil || !del.Task.InFlight() {
+		t.Fatalf("Delete = %+v, %v; want the destroy task", del, err)
+	}
+	// The window in which the destroy has unregistered the VM and is deleting its files.
+	if err := object.NewVirtualMachine(sim.Client.Client, ref).Unregister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.Task = del.Task
+	o, err := s.Observe(ctx, m)
+	if err != nil || o.Exists || o.Task != del.Task {
+		t.Fatalf("Observe while the destroy runs = %+v, %v; want no VM and the destroy in flight", o, err)
+	}
+	if o := settle(t, s, m, del.Task); o.Exists {
+		t.Fatalf("Observe once the destroy ended = %+v; want no VM", o)
+	}
+}
+
 func TestAVMNamedByTheOldSchemeIsStillTheMachines(t *testing.T) {
 	sim := vspheretest.Start(t)
 	ctx := context.Background()

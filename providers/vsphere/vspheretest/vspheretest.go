@@ -46,6 +46,8 @@ const (
 	TaskPowerOn = "PowerOn"
 	// TaskReconfigure is vcsim's name of ReconfigVM_Task.
 	TaskReconfigure = "ReconfigVm"
+	// TaskDestroy is vcsim's name of Destroy_Task.
+	TaskDestroy = "Destroy"
 )
 
 // Simulator is a vcsim vCenter serving TLS on loopback.

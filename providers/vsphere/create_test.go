@@ -183,15 +183,11 @@ func TestCreateRefusesUserDataThatGuestinfoCannotHold(t *testing.T) {
 			m := newMachine(fmt.Sprintf("5d6e7f80-91a2-4b3c-8d4e-5f60718293a%d", i))
 			m.UserData = bytes.Repeat([]byte("a"), tt.size)
 			m.Spec.UserData = &banlieuev1.UserData{SecretRef: banlieuev1.LocalObjectReference{Name: "cloud-init"}}
-			res, err := afterObserve(s, m, s.Create)
 			if tt.want == "" {
-				if err != nil {
-					t.Fatalf("Create: %v", err)
-				}
-				settle(t, s, m, res.Task)
-				theVM(t, sim, string(m.UID))
+				created(t, sim, s, m)
 				return
 			}
+			res, err := afterObserve(s, m, s.Create)
 			var perm *providersdk.PermanentError
 			if !errors.As(err, &perm) || perm.Reason != tt.want {
 				t.Fatalf("Create = %+v, %v; want a Permanent error with reason %s", res, err, tt.want)

@@ -21,15 +21,10 @@ func TestARunningVMWithHotAddGrowsWithoutARestart(t *testing.T) {
 	})
 	const uid = "7c1d2e3f-1c8a-4a52-9a55-0c3c0b1f0a02"
 	m := newMachine(uid)
-	res, err := afterObserve(s, m, s.Create)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(t, s, m, res.Task)
+	vm := created(t, sim, s, m)
 	// vcsim's clone takes only CPUs, memory, UUIDs and extraConfig from the clone's
 	// configuration (vcenter's cloneConfig test checks that hot-add is in it): the
 	// hot-add a real vCenter gives the clone is set here through vCenter's API.
-	vm := theVM(t, sim, uid)
 	task, err := object.NewVirtualMachine(sim.Client.Client, vm.Self).Reconfigure(ctx, types.VirtualMachineConfigSpec{
 		CpuHotAddEnabled: types.NewBool(true), MemoryHotAddEnabled: types.NewBool(true)})
 	if err == nil {

@@ -35,6 +35,17 @@ func theVM(t *testing.T, sim *vspheretest.Simulator, uid string) mo.VirtualMachi
 	return vms[0]
 }
 
+// created creates m's VM through s, waits for its clone to end and returns the VM.
+func created(t *testing.T, sim *vspheretest.Simulator, s *session, m *providersdk.Machine) mo.VirtualMachine {
+	t.Helper()
+	res, err := afterObserve(s, m, s.Create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s, m, res.Task)
+	return theVM(t, sim, string(m.UID))
+}
+
 // update calls Update after an Observe that finds the VM out of date, and settles its task.
 func update(t *testing.T, s *session, m *providersdk.Machine) providersdk.Observation {
 	t.Helper()
@@ -363,12 +374,7 @@ func TestASoftShutdownEndsWithItsBootOrItsTimeout(t *testing.T) {
 	now := time.Now()
 	s := connect(t, sim, NewDriver(WithClock(func() time.Time { return now })))
 	m := newMachine("7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f")
-	res, err := afterObserve(s, m, s.Create)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(t, s, m, res.Task)
-	vm := theVM(t, sim, string(m.UID))
+	vm := created(t, sim, s, m)
 	if err := sim.SetToolsRunning(ctx, vm.Self.Value, true); err != nil {
 		t.Fatal(err)
 	}
@@ -479,12 +485,7 @@ func TestObserveReportsAFailedTask(t *testing.T) {
 	ctx := context.Background()
 	s := connect(t, sim, NewDriver())
 	m := newMachine("3d4e5f60-7a8b-4c9d-8e0f-2a3b4c5d6e7f")
-	res, err := afterObserve(s, m, s.Create)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(t, s, m, res.Task)
-	vm := object.NewVirtualMachine(sim.Client.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: theVM(t, sim, string(m.UID)).Self.Value})
+	vm := object.NewVirtualMachine(sim.Client.Client, created(t, sim, s, m).Self)
 	task, err := vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{GuestId: "no-such-guest"})
 	if err != nil {
 		t.Fatal(err)
@@ -506,12 +507,7 @@ func TestADestroyStillRunningIsInFlightOnceItsVMIsGone(t *testing.T) {
 	ctx := context.Background()
 	s := connect(t, sim, NewDriver())
 	m := newMachine("8e9f0a1b-2c3d-4e5f-8a6b-7c8d9e0f1a2b")
-	res, err := afterObserve(s, m, s.Create)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(t, s, m, res.Task)
-	ref := theVM(t, sim, string(m.UID)).Self
+	ref := created(t, sim, s, m).Self
 	m.Deleting = true
 	del, err := afterObserve(s, m, s.Delete) // the power off
 	if err != nil {
@@ -542,13 +538,8 @@ func TestAVMNamedByTheOldSchemeIsStillTheMachines(t *testing.T) {
 	ctx := context.Background()
 	s := connect(t, sim, NewDriver())
 	m := newMachine("4e5f607a-8b9c-4d0e-9f1a-3b4c5d6e7f80")
-	res, err := afterObserve(s, m, s.Create)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(t, s, m, res.Task)
 	// VMs made before names were "<namespace>.<name>" are named "<namespace>-<name>".
-	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: theVM(t, sim, string(m.UID)).Self.Value}
+	ref := created(t, sim, s, m).Self
 	task, err := object.NewVirtualMachine(sim.Client.Client, ref).Rename(ctx, m.Namespace+"-"+m.Name)
 	if err != nil {
 		t.Fatal(err)

@@ -187,16 +187,32 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cl Client, s *scope) e
 	if s.machine.Spec.Adopts() && (!obs.Exists || obs.Unclaimed) {
 		// An adopting machine owns nothing but the VM it claimed: with no claimed VM there
 		// is nothing of it to clean up, and an unclaimed one is not its to delete.
-		return errGone
+		return goneAfter(ctx, s, OperationDelete, deletedMessage)
 	}
 	res, err := cl.Delete(ctx, s.machine, obs)
 	if err != nil {
 		return fmt.Errorf("failed to delete VM: %w", err)
 	}
 	if !obs.Exists && !res.Task.InFlight() {
-		return errGone
+		return goneAfter(ctx, s, OperationDelete, deletedMessage)
 	}
-	return untilGone(ctx, cl, s, res.Task, OperationDelete, "Deleted backend VM")
+	return untilGone(ctx, cl, s, res.Task, OperationDelete, deletedMessage)
+}
+
+// deletedMessage and releasedMessage are logged once a deleted machine's VM is gone.
+const (
+	deletedMessage  = "Deleted backend VM"
+	releasedMessage = "Released backend VM; it is left as it is"
+)
+
+// goneAfter returns errGone for a deleted machine whose VM Observe did not find,
+// logging done when the machine's recorded task is op's: the VM went with a task that
+// an earlier reconcile started and waited for, where untilGone could not see it go.
+func goneAfter(ctx context.Context, s *scope, op, done string, keysAndValues ...any) error {
+	if s.machine.Task.Operation == op {
+		ctrl.LoggerFrom(ctx).Info(done, keysAndValues...)
+	}
+	return errGone
 }
 
 // untilGone follows a Delete or a Release (op) that returned task: it waits for the task
@@ -225,7 +241,7 @@ func untilGone(ctx context.Context, cl Client, s *scope, task Task, op, done str
 // its VM, with RetainNotSupported: a VM is never destroyed against the user's wish.
 func (r *Reconciler) reconcileRelease(ctx context.Context, cl Client, s *scope, obs Observation) error {
 	if !obs.Exists {
-		return errGone
+		return goneAfter(ctx, s, OperationRelease, releasedMessage, "providerID", s.machine.Spec.ProviderID)
 	}
 	rel, ok := cl.(Releaser)
 	if !ok {
@@ -236,7 +252,7 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, cl Client, s *scope, 
 	if err != nil {
 		return fmt.Errorf("failed to release VM: %w", err)
 	}
-	return untilGone(ctx, cl, s, res.Task, OperationRelease, "Released backend VM; it is left as it is", "providerID", s.machine.Spec.ProviderID)
+	return untilGone(ctx, cl, s, res.Task, OperationRelease, releasedMessage, "providerID", s.machine.Spec.ProviderID)
 }
 
 // observe asks the backend about the machine's VM.

@@ -3,11 +3,15 @@ package providersdk_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/banlieue/banlieue/api/infrastructure/v1alpha1"
@@ -246,6 +250,83 @@ func TestDeleteRemovesTheVMAndThenTheFinalizer(t *testing.T) {
 	}
 	if got := e.get(m); got != nil {
 		t.Errorf("the machine is still there with finalizers %v", got.Finalizers)
+	}
+}
+
+// releasingFns is a ClientFns that is a Releaser too: its Release starts a task as its
+// Delete does.
+type releasingFns struct{ providersdk.ClientFns }
+
+// Release calls Delete and reports its task as a release.
+func (c releasingFns) Release(ctx context.Context, m *providersdk.Machine, obs providersdk.Observation) (providersdk.ReleaseResult, error) {
+	res, err := c.Delete(ctx, m, obs)
+	return providersdk.ReleaseResult{Task: providersdk.Task{Ref: res.Task.Ref, Operation: providersdk.OperationRelease}}, err
+}
+
+// A Delete or a Release that runs as a backend task ends in a later reconcile than the
+// one that started it. The VM is logged deleted (or released) there, once, as when the
+// VM goes within the reconcile that asked.
+func TestADeleteOrReleaseTaskIsLoggedOnceItsVMIsGone(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy banlieuev1.DeletionPolicy
+		want   string
+	}{
+		{"a delete", banlieuev1.DeletionPolicyDelete, "Deleted backend VM"},
+		{"a release", banlieuev1.DeletionPolicyRetain, "Released backend VM; it is left as it is"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			gone := false
+			cl := releasingFns{providersdk.ClientFns{
+				ObserveFn: func(context.Context, *providersdk.Machine) (providersdk.Observation, error) {
+					if gone {
+						return providersdk.Observation{}, nil
+					}
+					return providersdk.Observation{Exists: true, UpToDate: true, ProviderID: "test://web", PowerState: banlieuev1.PowerStatePoweredOn}, nil
+				},
+				DeleteFn: func(_ context.Context, _ *providersdk.Machine, obs providersdk.Observation) (providersdk.DeleteResult, error) {
+					if !obs.Exists {
+						return providersdk.DeleteResult{}, nil
+					}
+					return providersdk.DeleteResult{Task: providersdk.Task{Ref: "task-9", Operation: providersdk.OperationDelete}}, nil
+				},
+			}}
+			d := providersdk.DriverFunc(func(context.Context, providersdk.ProviderInfo) (providersdk.Client, error) { return cl, nil })
+			r := providersdk.NewReconciler(k8s, testMachineGVK, d, providersdk.WithFinalizer(provider.Finalizer))
+			m := e.machine("web", func(m *testv1.TestMachine) { m.Spec.DeletionPolicy = tt.policy })
+			var logged []string
+			ctx := ctrl.LoggerInto(e.ctx, funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{}))
+			reconcile := func() {
+				t.Helper()
+				if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(m)}); err != nil {
+					t.Fatalf("reconcile: %v", err)
+				}
+			}
+			reconcile()
+			if err := k8s.Delete(e.ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			reconcile() // starts the task
+			if task := e.get(m).Status.Task; task.Ref != "task-9" {
+				t.Fatalf("status.task = %+v, want the task in flight", task)
+			}
+			gone = true
+			reconcile()
+			if got := e.get(m); got != nil {
+				t.Fatalf("the machine is still there with finalizers %v", got.Finalizers)
+			}
+			var n int
+			for _, l := range logged {
+				if strings.Contains(l, `"msg"="`+tt.want+`"`) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%q logged %d times, want once; the log:\n%s", tt.want, n, strings.Join(logged, "\n"))
+			}
+		})
 	}
 }
 

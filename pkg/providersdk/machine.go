@@ -153,7 +153,10 @@ type Observation struct {
 	PowerState banlieuev1.PowerState
 	// FailureDomain is where the VM runs.
 	FailureDomain string
-	// Task is the backend task in flight for the VM, if any.
+	// Task is the backend task in flight for the VM, if any. A recorded task that still
+	// runs is reported whether or not the VM is found: a destroy may take the VM out of
+	// sight before it ends, and the Reconciler waits for the task before it lets the
+	// machine go.
 	Task Task
 	// Details are the backend's own references to the VM (a managed object ID, a
 	// domain UUID, a node and VMID), written to the machine's status block named by

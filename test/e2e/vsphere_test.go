@@ -23,6 +23,7 @@ import (
 	"github.com/banlieue/banlieue/pkg/providersdk"
 	"github.com/banlieue/banlieue/providers/vsphere"
 	"github.com/banlieue/banlieue/providers/vsphere/vspheretest"
+	"github.com/banlieue/banlieue/test/govc"
 )
 
 // simVM returns the simulator's one VM for the machine UID, failing if there is not
@@ -99,6 +100,23 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 	f.g.Expect(err).NotTo(HaveOccurred())
 	f.g.Expect(string(metadata)).To(And(ContainSubstring("instance-id: "+uid), ContainSubstring("local-hostname: web-1")))
 
+	// govc, a vSphere client banlieue did not write, finds the same VM in vCenter by the
+	// providerID's BIOS UUID, named and shaped as the VM says and marked as the machine's.
+	gv := govc.New(t, vs)
+	biosUUID := strings.TrimPrefix(vm.Status.ProviderID, "vsphere://")
+	seen, err := gv.VMByUUID(biosUUID)
+	f.g.Expect(err).NotTo(HaveOccurred())
+	f.g.Expect(seen.Name).To(Equal(f.ns + ".web-1"))
+	f.g.Expect(seen.Config.InstanceUUID).To(Equal(uid))
+	f.g.Expect(seen.ExtraConfig(vsphere.ExtraConfigMachineUID)).To(Equal(uid))
+	f.g.Expect(seen.Config.Hardware.NumCPU).To(BeEquivalentTo(2))
+	f.g.Expect(seen.Config.Hardware.MemoryMB).To(BeEquivalentTo(2048))
+	f.g.Expect(seen.DisksGiB()).To(Equal([]int64{20, 5}))
+	f.g.Expect(seen.Runtime.PowerState).To(Equal(string(types.VirtualMachinePowerStatePoweredOn)))
+	userData, err = base64.StdEncoding.DecodeString(seen.ExtraConfig("guestinfo.userdata"))
+	f.g.Expect(err).NotTo(HaveOccurred())
+	f.g.Expect(string(userData)).To(Equal("#cloud-config\nhostname: web-1\n"), "the user-data govc reads")
+
 	// The guest reports an address; it reaches the VM's status.
 	f.g.Expect(vs.SetGuestIP(f.ctx, got.Self.Value, "192.0.2.21")).To(Succeed())
 	f.eventually(vm, func(g Gomega) {
@@ -112,6 +130,9 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 		g.Expect(vm.Status.Phase).To(Equal(banlieuev1.PhaseStopped))
 	}, 30*time.Second)
 	f.g.Expect(simVM(f.g, vs, uid).Runtime.PowerState).To(Equal(types.VirtualMachinePowerStatePoweredOff))
+	seen, err = gv.VMByUUID(biosUUID)
+	f.g.Expect(err).NotTo(HaveOccurred())
+	f.g.Expect(seen.Runtime.PowerState).To(Equal(string(types.VirtualMachinePowerStatePoweredOff)), "the power state govc reads")
 	f.update(class, func() { class.Spec.Hardware.CPUs, class.Spec.Hardware.MemoryMiB = 4, 4096 })
 	f.g.Eventually(func(g Gomega) {
 		got := simVM(g, vs, uid)
@@ -147,6 +168,9 @@ func TestAVirtualMachineLivesItsWholeLifeOnVCenter(t *testing.T) {
 	vms, err := vs.VMsWithUID(f.ctx, uid)
 	f.g.Expect(err).NotTo(HaveOccurred())
 	f.g.Expect(vms).To(BeEmpty(), "VMs left on vCenter after deletion")
+	f.g.Expect(gv.VMsNamed(f.ns+".web-1")).To(BeEmpty(), "VMs govc finds by the VM's name after deletion")
+	_, err = gv.VMByUUID(biosUUID)
+	f.g.Expect(err).To(MatchError(ContainSubstring("no such VM")), "govc's search by the providerID's UUID after deletion")
 }
 
 func TestAMissingTemplateKeepsTheVMUnscheduledAndSaysWhy(t *testing.T) {

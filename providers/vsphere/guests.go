@@ -10,22 +10,48 @@ import (
 )
 
 // GuestsWithAddresses returns the providerIDs of the VMs whose guests report an address
-// that Observe would report. It reads every VM of the Provider's datacenter (of the whole
-// vCenter when the Provider's failure domains span several datacenters) through one
-// container view, in one property collector call, whatever the number of VMs: the SDK
-// calls it for the looks of a new VM's guest window, and the Provider controller on its
-// inventory refresh, instead of each machine that waits for its guest's address
-// looking at its VM.
+// that Observe would report. It reads the UUID and the guest's primary address of every
+// VM of the Provider's datacenter (of the whole vCenter when the Provider's failure
+// domains span several) through one container view, in one property collector call,
+// whatever the number of VMs: the SDK calls it for the looks of a new VM's guest window,
+// and the Provider controller on its inventory refresh, instead of each machine that
+// waits for its guest's address looking at its VM.
+//
+// A guest whose primary address Observe would report reports an address. One with no
+// primary address reports none: VMware Tools make the primary address one of the
+// addresses they report. Only the VMs whose primary address Observe would drop (a
+// link-local one, as many guests' first IPv6 address is) have their NICs' addresses
+// read, in a second call: the NICs are most of what reading the guests costs vCenter,
+// and the answer comes again every few seconds while VMs start. Should one of those VMs
+// go between the two calls (vCenter then refuses the second), they are left out of
+// this answer, and the next one reads them again.
 func (s *session) GuestsWithAddresses(ctx context.Context) (map[string]bool, error) {
 	container, err := s.vmContainer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	vms, err := s.vc.GuestAddresses(ctx, container)
+	vms, err := s.vc.GuestPrimaryAddresses(ctx, container)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]bool{}
+	var nics []vcenter.Ref
+	for i := range vms {
+		switch vm := &vms[i]; {
+		case vm.GuestIP == "" || providerID(vm) == "":
+		case len(addresses(vm)) > 0:
+			out[providerID(vm)] = true
+		default:
+			nics = append(nics, vm.Ref)
+		}
+	}
+	vms, err = s.vc.GuestAddresses(ctx, nics)
+	if vcenter.IsNotFound(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	for i := range vms {
 		if id := providerID(&vms[i]); id != "" && len(addresses(&vms[i])) > 0 {
 			out[id] = true

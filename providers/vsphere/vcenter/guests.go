@@ -1,16 +1,54 @@
 package vcenter
 
-import "context"
+import (
+	"context"
 
-// guestAddressProperties are the VM properties GuestAddresses reads: those a VM's
-// providerID and addresses are made of, as a VM read reads them.
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// guestPrimaryProperties are what GuestPrimaryAddresses reads of every VM: the UUID a
+// providerID is made of and the guest's primary address. Not guest.net: each NIC's
+// network, MAC, addresses and IP and DNS configuration make it most of what a read of
+// the guests costs vCenter, and it is read only for the VMs that need it.
+var guestPrimaryProperties = []string{"config.uuid", "guest.ipAddress"}
+
+// guestAddressProperties add the addresses of each of the guest's NICs: all a VM read
+// reads of the guest's addresses.
 var guestAddressProperties = []string{"config.uuid", "guest.ipAddress", "guest.net"}
 
-// GuestAddresses reads the UUID and guest addresses (UUID, GuestIP and GuestNICs) of
-// every VM under container, a datacenter or the root folder, through one container view
-// in one property collector call, whatever the number of VMs.
-func (c *Client) GuestAddresses(ctx context.Context, container Ref) ([]VM, error) {
-	return c.vmsIn(ctx, container, guestAddressProperties, "read the addresses of the VMs' guests")
+// GuestPrimaryAddresses reads the UUID and the guest's primary address (UUID and
+// GuestIP, not GuestNICs) of every VM under container, a datacenter or the root folder,
+// through one container view in one property collector call, whatever the number of
+// VMs.
+func (c *Client) GuestPrimaryAddresses(ctx context.Context, container Ref) ([]VM, error) {
+	return c.vmsIn(ctx, container, guestPrimaryProperties, "read the primary addresses of the VMs' guests")
+}
+
+// GuestAddresses reads the UUID and guest addresses (UUID, GuestIP and GuestNICs) of the
+// VMs refs in one property collector call. vCenter refuses the whole call when one of
+// them no longer exists; the error is then ErrNotFound.
+func (c *Client) GuestAddresses(ctx context.Context, refs []Ref) ([]VM, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	spec := types.PropertyFilterSpec{PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: guestAddressProperties}}}
+	for _, r := range refs {
+		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: r.ref()})
+	}
+	res, err := property.DefaultCollector(c.vim).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
+	if fault.Is(err, &types.ManagedObjectNotFound{}) {
+		return nil, notFound("a VM whose guest's addresses were asked for")
+	}
+	if err != nil {
+		return nil, c.fail("read the addresses of the VMs' guests", err)
+	}
+	out := make([]VM, 0, len(res.Returnval))
+	for _, oc := range res.Returnval {
+		out = append(out, *c.vmOf(oc.Obj, oc.PropSet))
+	}
+	return out, nil
 }
 
 // MarkedVMs reads, in one property collector call, the VMs and templates below

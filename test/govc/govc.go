@@ -43,9 +43,12 @@ func New(tb testing.TB, sim *vspheretest.Simulator) *Govc {
 	if err := os.WriteFile(ca, sim.CAPEM, 0o600); err != nil {
 		tb.Fatal(err)
 	}
+	// Each command logs in and out: no session outlives it in the simulator (whose
+	// sessions some tests count), and none is kept in the user's home.
 	return &Govc{bin: bin, env: append(os.Environ(),
 		"GOVC_URL="+sim.URL, "GOVC_USERNAME="+sim.Username, "GOVC_PASSWORD="+sim.Password,
-		"GOVC_TLS_CA_CERTS="+ca, "GOVC_INSECURE=false")}
+		"GOVC_TLS_CA_CERTS="+ca, "GOVC_INSECURE=false",
+		"GOVC_PERSIST_SESSION=false", "GOVMOMI_HOME="+dir)}
 }
 
 // Run runs govc with args and returns what it wrote to its standard output, or an error

@@ -13,7 +13,8 @@ import (
 )
 
 // govc reads what vCenter holds: a VM found by its BIOS UUID, with its hardware, power
-// state and extraConfig, and VMs found by name; a UUID no VM has is an error.
+// state and extraConfig, and VMs found by name; a UUID no VM has is an error. It leaves
+// no session behind.
 func TestGovcReadsTheSimulatorsVMs(t *testing.T) {
 	sim := vspheretest.Start(t)
 	vms, err := sim.VMs(context.Background())
@@ -51,5 +52,9 @@ func TestGovcReadsTheSimulatorsVMs(t *testing.T) {
 	}
 	if paths, err := g.VMsNamed("no-such-vm"); err != nil || len(paths) != 0 {
 		t.Errorf("VMs named no-such-vm: %v, %v, want none", paths, err)
+	}
+	// Every command logged out: govc leaves no session behind in vCenter.
+	if n, err := sim.Sessions(context.Background()); err != nil || n != 0 {
+		t.Errorf("sessions left in the simulator: %d, %v; want none", n, err)
 	}
 }

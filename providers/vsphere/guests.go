@@ -39,6 +39,7 @@ func (s *session) GuestsWithAddresses(ctx context.Context) (map[string]bool, err
 	for i := range vms {
 		switch vm := &vms[i]; {
 		case vm.GuestIP == "" || providerID(vm) == "":
+			// No primary address: the guest reports none.
 		case len(addresses(vm)) > 0:
 			out[providerID(vm)] = true
 		default:

@@ -1,12 +1,6 @@
 package vcenter
 
-import (
-	"context"
-
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/property"
-	"github.com/vmware/govmomi/vim25/types"
-)
+import "context"
 
 // guestPrimaryProperties are what GuestPrimaryAddresses reads of every VM: the UUID a
 // providerID is made of and the guest's primary address. Not guest.net: each NIC's
@@ -33,19 +27,12 @@ func (c *Client) GuestAddresses(ctx context.Context, refs []Ref) ([]VM, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	spec := types.PropertyFilterSpec{PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: guestAddressProperties}}}
-	for _, r := range refs {
-		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: r.ref()})
-	}
-	res, err := property.DefaultCollector(c.vim).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
-	if fault.Is(err, &types.ManagedObjectNotFound{}) {
-		return nil, notFound("a VM whose guest's addresses were asked for")
-	}
+	objs, err := c.retrieveVMs(ctx, refs, guestAddressProperties, "a VM whose guest's addresses were asked for", "read the addresses of the VMs' guests")
 	if err != nil {
-		return nil, c.fail("read the addresses of the VMs' guests", err)
+		return nil, err
 	}
-	out := make([]VM, 0, len(res.Returnval))
-	for _, oc := range res.Returnval {
+	out := make([]VM, 0, len(objs))
+	for _, oc := range objs {
 		out = append(out, *c.vmOf(oc.Obj, oc.PropSet))
 	}
 	return out, nil

@@ -161,23 +161,15 @@ func (c *Client) FindVMsByBIOSUUID(ctx context.Context, uuid string) ([]Ref, err
 // ReadVM reads a VM's properties in one property collector call. It returns ErrNotFound
 // when the VM no longer exists.
 func (c *Client) ReadVM(ctx context.Context, ref Ref) (*VM, error) {
-	res, err := property.DefaultCollector(c.vim).RetrieveProperties(ctx, types.RetrieveProperties{
-		SpecSet: []types.PropertyFilterSpec{{
-			ObjectSet: []types.ObjectSpec{{Obj: ref.ref()}},
-			PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: c.vmProperties}},
-		}},
-	})
+	objs, err := c.retrieveVMs(ctx, []Ref{ref}, c.vmProperties, "VM "+ref.Value, "read VM "+ref.Value)
 	if err != nil {
-		if fault.Is(err, &types.ManagedObjectNotFound{}) {
-			return nil, notFound("VM " + ref.Value)
-		}
-		return nil, c.fail("read VM "+ref.Value, err)
+		return nil, err
 	}
-	if len(res.Returnval) == 0 {
+	if len(objs) == 0 {
 		return nil, notFound("VM " + ref.Value)
 	}
-	vm := c.vmOf(res.Returnval[0].Obj, res.Returnval[0].PropSet)
-	for _, missing := range res.Returnval[0].MissingSet {
+	vm := c.vmOf(objs[0].Obj, objs[0].PropSet)
+	for _, missing := range objs[0].MissingSet {
 		if missing.Path == c.identityProperty() {
 			// A vCenter that does not take keyed paths: read the whole extraConfig.
 			if vm.Identity, err = c.readIdentity(ctx, ref); err != nil {
@@ -191,27 +183,37 @@ func (c *Client) ReadVM(ctx context.Context, ref Ref) (*VM, error) {
 // Identity reads the Client's IdentityKey in the VM's extraConfig alone, afresh: ""
 // when the key is not set. It returns ErrNotFound when the VM no longer exists.
 func (c *Client) Identity(ctx context.Context, ref Ref) (string, error) {
-	res, err := property.DefaultCollector(c.vim).RetrieveProperties(ctx, types.RetrieveProperties{
-		SpecSet: []types.PropertyFilterSpec{{
-			ObjectSet: []types.ObjectSpec{{Obj: ref.ref()}},
-			PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{c.identityProperty()}}},
-		}},
-	})
+	objs, err := c.retrieveVMs(ctx, []Ref{ref}, []string{c.identityProperty()}, "VM "+ref.Value, "read the identity of VM "+ref.Value)
 	if err != nil {
-		if fault.Is(err, &types.ManagedObjectNotFound{}) {
-			return "", notFound("VM " + ref.Value)
-		}
-		return "", c.fail("read the identity of VM "+ref.Value, err)
+		return "", err
 	}
-	if len(res.Returnval) == 0 {
+	if len(objs) == 0 {
 		return "", notFound("VM " + ref.Value)
 	}
-	for _, missing := range res.Returnval[0].MissingSet {
+	for _, missing := range objs[0].MissingSet {
 		if missing.Path == c.identityProperty() {
 			return c.readIdentity(ctx, ref)
 		}
 	}
-	return c.vmOf(res.Returnval[0].Obj, res.Returnval[0].PropSet).Identity, nil
+	return c.vmOf(objs[0].Obj, objs[0].PropSet).Identity, nil
+}
+
+// retrieveVMs reads properties of the VMs refs in one property collector call. vCenter
+// refuses the whole call when one of them no longer exists: the error is then
+// ErrNotFound for missing. Any other failure says it failed to what.
+func (c *Client) retrieveVMs(ctx context.Context, refs []Ref, properties []string, missing, what string) ([]types.ObjectContent, error) {
+	spec := types.PropertyFilterSpec{PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: properties}}}
+	for _, r := range refs {
+		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: r.ref()})
+	}
+	res, err := property.DefaultCollector(c.vim).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
+	if fault.Is(err, &types.ManagedObjectNotFound{}) {
+		return nil, notFound(missing)
+	}
+	if err != nil {
+		return nil, c.fail(what, err)
+	}
+	return res.Returnval, nil
 }
 
 // readIdentity reads the identity key from the VM's whole extraConfig.
